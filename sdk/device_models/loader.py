@@ -1,0 +1,85 @@
+"""Find and read device model files: shipped models by name, a vendor's own model by path."""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import yaml
+
+from ..errors import ConfigError, UnknownName
+from .parse import parse_model
+from .records import DeviceModel
+from .validate import NAME_RE
+
+MODELS_DIR = Path(__file__).resolve().parent
+MAX_FILE_BYTES = 1 << 20
+
+
+def names() -> list[str]:
+    """Names of the shipped device models, sorted."""
+    return sorted(p.stem for p in MODELS_DIR.glob("*.yaml"))
+
+
+def is_path(spec: str | os.PathLike[str]) -> bool:
+    """Whether a command-line argument names a file (has a path separator or a .yaml/.yml suffix)
+    rather than a shipped model."""
+    if isinstance(spec, os.PathLike):
+        return True
+    return ("/" in spec or "\\" in spec or os.sep in spec
+            or spec.lower().endswith((".yaml", ".yml")))
+
+
+def load(spec: str | os.PathLike[str]) -> DeviceModel:
+    """A shipped model by NAME (`[a-z0-9_]+`), or any model file by PATH."""
+    if is_path(spec):
+        return load_file(Path(spec))
+    if not NAME_RE.fullmatch(spec):
+        raise UnknownName("device model", spec, names())
+    return _load_shipped(spec)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_shipped(name: str) -> DeviceModel:
+    path = MODELS_DIR / f"{name}.yaml"
+    if name not in names():
+        raise UnknownName("device model", name, names())
+    model = load_file(path)
+    if model.name != name:
+        raise ConfigError(f"{path.name}: name: must be '{name}' (the file's name), got '{model.name}'")
+    return model
+
+
+def all_models() -> list[DeviceModel]:
+    """Every shipped model, sorted by name."""
+    return [load(n) for n in names()]
+
+
+def load_file(path: Path) -> DeviceModel:
+    """Read one model file with `yaml.safe_load` and validate it."""
+    label = path.name or str(path)
+    try:
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such device model file")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ConfigError(f"{label}: too large for a device model ({path.stat().st_size} bytes)")
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{label}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return load_text(text, label, str(path))
+
+
+def load_text(text: str, label: str = "<text>", path: str = "") -> DeviceModel:
+    """Validate a model given as YAML text; `label` names it in error messages."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = " ".join(str(exc.problem or exc.context or "syntax error").split())
+        raise ConfigError(f"{label}: not valid YAML{where}: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{label}: not valid YAML: {' '.join(str(exc).split())}") from None
+    return parse_model(data, label, path)

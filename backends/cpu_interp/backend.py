@@ -1,0 +1,45 @@
+"""The cpu_interp Backend: the contract's hooks, each a few lines over the interpreter."""
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from sdk.backend import Backend, DeviceArg, KernelInfo, LoweringTable, Options, Target
+from sdk.numerics import TORCH_TO_TTIR
+from sdk.ttir import Module, parse
+
+from .interp import Program
+from .ops import TABLE
+
+
+class CpuInterpBackend(Backend):
+    name = "cpu_interp"
+    target = Target(backend="cpu_interp", arch="host", warp_size=1, vector_width=1, device_model="host_cpu")
+    binary_ext = "ttir_cpu"
+    torch_device = "cpu"
+
+    def lowering_table(self) -> LoweringTable:
+        return TABLE
+
+    def lower(self, module: Module, options: Options) -> bytes:
+        Program(module, self.lowering)  # builds every op once: a bad attribute fails at compile time
+        return module.text.encode()
+
+    def load(self, artifact: bytes, kernel: KernelInfo) -> Program:
+        return Program(parse(artifact.decode()), self.lowering)
+
+    def to_device(self, tensor: Any, name: str) -> DeviceArg:
+        """Zero-copy: the kernel addresses the CPU tensor's own memory, from its first element to
+        the end of its storage (what it may legally touch)."""
+        storage = tensor.untyped_storage()
+        start = tensor.data_ptr()
+        nbytes = storage.data_ptr() + storage.nbytes() - start
+        buf = (np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(start)) if nbytes > 0
+               else np.zeros(0, np.uint8))
+        dtype = TORCH_TO_TTIR.get(str(tensor.dtype).replace("torch.", ""), "")
+        return DeviceArg(name=name, address=start, nbytes=max(nbytes, 0), dtype=dtype, handle=buf)
+
+    def launch(self, kernel: Program, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
+        kernel.run(grid, args)

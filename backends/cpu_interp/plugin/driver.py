@@ -1,0 +1,3 @@
+from sdk.triton_bridge import driver_class
+
+CpuInterpDriver = driver_class("cpu_interp")

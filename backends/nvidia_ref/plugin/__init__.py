@@ -1,0 +1,1 @@
+"""Triton's `triton.backends` entry point for nvidia_ref: Triton imports `.compiler` and `.driver`."""

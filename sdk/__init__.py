@@ -1,0 +1,13 @@
+"""day0: bring up Triton on a new accelerator and prove, kernel by kernel, which models run on it."""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+
+def activate(name: str):
+    """Make the day0 backend `name` Triton's active backend (also usable as a context manager)."""
+    from .triton_bridge import activate as _activate
+    return _activate(name)
+
+
+__all__ = ["__version__", "activate"]

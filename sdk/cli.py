@@ -1,0 +1,54 @@
+"""`day0 ...`: the command line. Each command lives in `sdk/commands/<name>.py` and exposes
+`register(subparsers)`; its handler returns an exit code. A `Day0Error` becomes one line and exit 2."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+from .errors import Day0Error
+
+COMMANDS = ("backends", "conformance", "merge", "ops", "report", "coverage", "devices", "scaffold",
+            "simulate")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, like every other user error
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="day0", description="Bring up Triton on a new accelerator and prove, kernel by "
+                     "kernel, which models run on it.")
+    parser.add_argument("--version", action="version", version=f"day0 {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"sdk.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"sdk.commands.{name}":
+                continue  # command not shipped in this build
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except Day0Error as exc:
+        print(f"day0: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("day0: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""What a conformance kernel declares: group, models, cases, dtypes, tolerance, reference and launcher.
+
+A kernel family file under `sdk/conformance/kernels/` builds one or more `KernelSpec`s and passes each
+to `register`. The runner never imports a backend: it gets a torch device string from the active
+backend, asks the spec for inputs on that device, poisons the outputs, launches, and compares.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import torch
+
+DTYPES: dict[str, torch.dtype] = {
+    "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64,
+    "fp8e4m3": torch.float8_e4m3fn, "fp8e5m2": torch.float8_e5m2,
+    "int8": torch.int8, "int32": torch.int32, "int64": torch.int64,
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How an output is judged. `rmse` set: relative RMSE ||ref-out||/||ref|| <= rmse.
+    `exact`: bit-exact (cache and state writes, integer outputs). Otherwise per element
+    |out-ref| <= atol + rtol*|ref| (torch.testing semantics)."""
+
+    atol: float = 0.0
+    rtol: float = 0.0
+    rmse: float | None = None
+    exact: bool = False
+
+
+@dataclass(frozen=True)
+class Case:
+    """One shape configuration. `params` is free-form (sizes, flags); `quick` cases run in --quick."""
+
+    name: str
+    params: Mapping[str, Any]
+    quick: bool = True
+    source: str = ""  # where the shape comes from, e.g. "Qwen3-Next-80B-A3B config, scaled /8"
+
+
+Inputs = dict[str, Any]
+Outputs = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A model-derived Triton kernel with its PyTorch reference.
+
+    make_inputs(case, dtype, device, gen) -> Inputs: fresh seeded random data (never all zeros) on
+        `device`, plus any output buffers the kernel writes (the runner poisons every tensor named in
+        `outputs` before the launch).
+    run(inputs, case) -> None: the launch wrapper a serving stack would use; writes into the outputs.
+        It may mutate inputs in place (in-place kernels name those tensors in `outputs`).
+    reference(inputs, case) -> Outputs: the same computation in PyTorch on copies of the inputs as
+        they were before `run` (the runner passes pre-launch clones), computed in fp32/fp64.
+    outputs: names of the tensors to compare (poisoned before the launch unless listed in
+        `inplace`); `tolerance` maps dtype name -> Tolerance, and
+        `output_tolerance` may override it per output name (e.g. a state written bit-exact).
+    """
+
+    name: str
+    group: str
+    models: tuple[str, ...]
+    cases: tuple[Case, ...]
+    dtypes: tuple[str, ...]
+    make_inputs: Callable[[Case, torch.dtype, str, torch.Generator], Inputs]
+    run: Callable[[Inputs, Case], None]
+    reference: Callable[[Inputs, Case], Outputs]
+    outputs: tuple[str, ...]
+    tolerance: Mapping[str, Tolerance]
+    output_tolerance: Mapping[str, Tolerance] = field(default_factory=dict)
+    inplace: tuple[str, ...] = ()  # outputs updated in place from their input values (not poisoned)
+    description: str = ""
+    triton_kernels: tuple[Callable, ...] = ()  # the @triton.jit functions it launches (for `day0 ops`)
+
+    def tolerance_for(self, output: str, dtype: str) -> Tolerance:
+        return self.output_tolerance.get(output) or self.tolerance[dtype]
+
+
+_REGISTRY: dict[str, KernelSpec] = {}
+
+
+def register(spec: KernelSpec) -> KernelSpec:
+    """Add a kernel to the suite; names are unique across all groups."""
+    if spec.name in _REGISTRY and _REGISTRY[spec.name] is not spec:
+        raise ValueError(f"conformance kernel '{spec.name}' is registered twice")
+    for d in spec.dtypes:
+        if d not in DTYPES:
+            raise ValueError(f"kernel '{spec.name}': unknown dtype '{d}' (known: {', '.join(DTYPES)})")
+        if d not in spec.tolerance:
+            raise ValueError(f"kernel '{spec.name}': no tolerance for dtype '{d}'")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def registered() -> dict[str, KernelSpec]:
+    """Every kernel of the suite, importing each kernel family module once."""
+    from . import kernels  # noqa: F401  (importing the package registers its modules)
+    return dict(_REGISTRY)

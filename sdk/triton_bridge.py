@@ -1,0 +1,359 @@
+"""Any registered day0 Backend -> the `BaseBackend` / `DriverBase` pair Triton expects (3.6 - 3.9).
+
+Three ways to select a backend:
+  * `sdk.activate("name")` (a function, also a context manager) sets Triton's active driver;
+  * `TRITON_DEFAULT_BACKEND=name` with no code change: the backend's `triton.backends` entry point
+    makes Triton discover it, and its driver reports active only when so chosen;
+  * the CLI (`day0 conformance --backend name`), which calls `activate`.
+Module import is cheap and safe inside Triton's own discovery: nothing here loads the day0 backend
+until Triton instantiates the compiler or driver.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from triton.backends.compiler import BaseBackend, GPUTarget
+from triton.backends.driver import DriverBase
+
+from .backend import Artifact, Backend, KernelInfo, check_lowering, get_backend
+from .errors import BackendUnavailable
+
+_CPP_TYPES = {"i1": "int8_t", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
+              "u1": "uint8_t", "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t",
+              "fp16": "double", "bf16": "double", "fp32": "double", "f32": "double", "fp64": "double"}
+
+
+# ------------------------------------------------------------------------------- compiler
+_PASSES = {
+    "inliner": ("common", "add_inliner"), "rewrite_tensor_pointer": ("ttir", "add_rewrite_tensor_pointer"),
+    "rewrite_tensor_descriptor_to_pointer": ("ttir", "add_rewrite_tensor_descriptor_to_pointer"),
+    "canonicalizer": ("common", "add_canonicalizer"), "combine": ("ttir", "add_combine"),
+    "reorder_broadcast": ("ttir", "add_reorder_broadcast"), "cse": ("common", "add_cse"),
+    "symbol_dce": ("common", "add_symbol_dce"), "loop_unroll": ("ttir", "add_loop_unroll"),
+}
+
+
+def make_ttir(mod: Any, passes: tuple[str, ...]) -> Any:
+    """Run Triton's own TTIR passes (they need no GPU)."""
+    from triton._C.libtriton import ir, passes as P
+    pm = ir.pass_manager(mod.context)
+    pm.enable_debug()
+    for name in passes:
+        group, fn = _PASSES[name]
+        add = getattr(getattr(P, group), fn, None)
+        if add is not None:  # e.g. rewrite_tensor_pointer is gone in 3.8: block pointers stay
+            add(pm)
+    try:
+        pm.run(mod, "make_ttir")
+    except TypeError:  # versions whose pass manager takes no pipeline name
+        pm.run(mod)
+    return mod
+
+
+def lower_ttir(backend: Backend, mod: Any, metadata: dict, options: Any) -> bytes:
+    """The last compile stage: TTIR text -> sdk.ttir.Module -> checked -> backend.lower()."""
+    from .ttir import parse
+    module = parse(mod.str())
+    module.mlir = mod  # the live MLIR module, for backends that continue with Triton's own passes
+    name = mod.get_entry_func_name() if hasattr(mod, "get_entry_func_name") else module.entry.name
+    check_lowering(backend, module, name)
+    out = backend.lower(module, options)
+    metadata.setdefault("name", name)
+    metadata.setdefault("shared", 0)
+    if isinstance(out, Artifact):
+        metadata.update(out.metadata)
+        out = out.data
+    return out if isinstance(out, bytes) else str(out).encode()
+
+
+def compiler_class(name: str) -> type[BaseBackend]:
+    """A concrete `BaseBackend` for the day0 backend called `name` (resolved lazily)."""
+
+    class Day0Compiler(BaseBackend):
+        day0_name = name
+
+        @staticmethod
+        def supports_target(target: GPUTarget) -> bool:
+            return target.backend == name
+
+        def __init__(self, target: GPUTarget) -> None:
+            super().__init__(target)
+            self.day0 = get_backend(name)
+            self.binary_ext = self.day0.binary_ext
+
+        def hash(self) -> str:
+            from . import __version__
+            return f"day0-{__version__}-{name}-{self.day0.target.arch}"
+
+        def parse_options(self, opts: dict) -> Any:
+            return self.day0.parse_options(dict(opts))
+
+        def add_stages(self, stages: dict, options: Any, language: Any = None) -> None:
+            be = self.day0
+            stages["ttir"] = lambda src, metadata: make_ttir(src, be.ttir_passes)
+            stages[self.binary_ext] = lambda src, metadata: lower_ttir(be, src, metadata, options)
+
+        def load_dialects(self, context: Any) -> None:
+            pass
+
+        def get_module_map(self) -> dict:
+            return self.day0.module_map()
+
+        def get_codegen_implementation(self, options: Any) -> dict:
+            from triton.language.extra import cuda
+            return {"min_dot_size": self.day0.min_dot_size,
+                    "convert_custom_types": cuda.convert_custom_float8_sm80}
+
+        def pack_metadata(self, metadata: Any) -> tuple:
+            return (metadata.num_warps, metadata.num_ctas, metadata.shared)
+
+    Day0Compiler.__name__ = Day0Compiler.__qualname__ = f"Day0Compiler_{name}"
+    return Day0Compiler
+
+
+# --------------------------------------------------------------------------------- driver
+_ACTIVE: dict[str, bool] = {}
+
+
+def device_id(name: str) -> int:
+    """A device index of its own per backend, so Triton's per-device kernel caches never mix a
+    kernel compiled for one backend with another's."""
+    return 1000 + zlib.crc32(name.encode()) % 100_000
+
+
+class _Utils:
+    def __init__(self, backend: Backend):
+        self.backend = backend
+
+    def load_binary(self, name: str, kernel: bytes, shared: int, device: int) -> tuple:
+        return None, _Pending(name, kernel), 0, 0, 1 << 30
+
+    def unload_module(self, module: Any) -> None:
+        pass
+
+    def get_device_properties(self, device: Any = None) -> dict:
+        return dict(self.backend.device_properties())
+
+
+@dataclass
+class _Pending:
+    """The artifact until the launcher (which knows the signature) asks the backend to load it."""
+
+    name: str
+    artifact: bytes
+
+
+class _Launcher:
+    """Called by Triton as (gx, gy, gz, stream, function, packed_metadata, launch_metadata,
+    enter_hook, exit_hook, *args) with the kernel's actual arguments (tensors stay tensors)."""
+
+    def __init__(self, backend: Backend, src: Any, metadata: Any):
+        self.backend = backend
+        names = list(getattr(getattr(src, "fn", None), "arg_names", None) or src.signature.keys())
+        sig = src.signature
+        types = [sig.get(n) if isinstance(sig, dict) and n in sig else v
+                 for n, v in zip(names, sig.values() if isinstance(sig, dict) else sig)]
+        self.params = list(zip(names, types))
+        self.metadata = metadata
+        self.kernel = None
+
+    def _runtime_params(self) -> tuple[tuple[str, str], ...]:
+        return tuple((n, t) for n, t in _flatten(self.params) if t != "constexpr")
+
+    def __call__(self, gx, gy, gz, stream, function, packed_metadata, launch_metadata,
+                 enter_hook, exit_hook, *args):
+        if self.kernel is None:
+            info = KernelInfo(function.name, self._runtime_params(), self.metadata)
+            self.kernel = self.backend.load(function.artifact, info)
+        if gx * gy * gz == 0:
+            return
+        if enter_hook is not None:
+            enter_hook(launch_metadata)
+        mapped, writeback = [], []
+        for (pname, ty), value in zip(_flatten(self.params), _flatten_values(self.params, args)):
+            if ty == "constexpr":
+                continue
+            if ty.startswith("*") and value is not None and hasattr(value, "data_ptr"):
+                dev = self.backend.to_device(value, pname)
+                mapped.append(dev)
+                writeback.append((dev, value))
+            else:
+                mapped.append(value)
+        try:
+            self.backend.launch(self.kernel, (gx, gy, gz), mapped, stream)
+        finally:
+            for dev, tensor in writeback:
+                self.backend.from_device(dev, tensor)
+        if exit_hook is not None:
+            exit_hook(launch_metadata)
+
+
+def _flatten(params):
+    for name, ty in params:
+        if isinstance(ty, tuple):
+            yield from _flatten([(f"{name}[{k}]", t) for k, t in enumerate(ty)])
+        else:
+            yield name, ty
+
+
+def _flatten_values(params, args):
+    for (name, ty), value in zip(params, args):
+        if isinstance(ty, tuple):
+            yield from _flatten_values([(name, t) for t in ty], value)
+        else:
+            yield value
+
+
+class _CpuEvent:
+    def __init__(self, enable_timing: bool = True):
+        self.t = 0.0
+
+    def record(self, stream: Any = None) -> None:
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, other: "_CpuEvent") -> float:
+        return (other.t - self.t) * 1e3
+
+    def synchronize(self) -> None:
+        pass
+
+
+class _HostDeviceInterface:
+    """The slice of `torch.cuda` that `triton.testing.do_bench` uses, for synchronous devices."""
+
+    Event = _CpuEvent
+
+    def __init__(self, backend: Backend):
+        self.backend = backend
+
+    def synchronize(self, device: Any = None) -> None:
+        self.backend.synchronize()
+
+    def current_device(self) -> int:
+        return 0
+
+    def current_stream(self, device: Any = None) -> None:
+        return None
+
+
+def host_benchmark(fn, warmup: int = 1, rep: int = 5, quantiles=None, return_mode: str = "mean", **_):
+    """Wall-clock timing for synchronous devices (what the autotuner calls on such a backend)."""
+    fn()
+    times = []
+    for _ in range(max(1, int(rep) if rep < 50 else 5)):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    if quantiles:
+        qs = statistics.quantiles(times + times, n=100) if len(times) > 1 else [times[0]] * 99
+        out = [qs[max(0, min(98, int(q * 100) - 1))] for q in quantiles]
+        return out[0] if len(out) == 1 else out
+    return statistics.median(times) if return_mode == "median" else statistics.fmean(times)
+
+
+def driver_class(name: str) -> type[DriverBase]:
+    """A concrete `DriverBase` for the day0 backend `name`; active when selected."""
+
+    class Day0Driver(DriverBase):
+        day0_name = name
+
+        @classmethod
+        def is_active(cls) -> bool:
+            return os.environ.get("TRITON_DEFAULT_BACKEND") == name or _ACTIVE.get(name, False)
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.day0 = get_backend(name)
+            be = self.day0
+            self.utils = _Utils(be)
+            self.launcher_cls = lambda src, metadata: _Launcher(be, src, metadata)
+            self.backend = name
+
+        def get_current_target(self) -> GPUTarget:
+            t = self.day0.target
+            return GPUTarget(name, t.arch, t.warp_size)
+
+        def get_active_torch_device(self) -> Any:
+            import torch
+            return torch.device(self.day0.torch_device)
+
+        def get_current_device(self) -> int:
+            return device_id(name)
+
+        def set_current_device(self, device: Any) -> None:
+            pass
+
+        def get_current_stream(self, device: Any = None) -> int:
+            return 0
+
+        def get_device_capability(self, device: Any = None) -> tuple[int, int]:
+            return (0, 0)
+
+        def map_python_to_cpp_type(self, ty: str) -> str:
+            return "void*" if ty.startswith("*") else _CPP_TYPES.get(ty, ty)
+
+        def get_benchmarker(self):
+            if self.day0.torch_device.startswith("cuda"):
+                from triton.testing import do_bench
+                return do_bench
+            return host_benchmark
+
+        def get_device_interface(self) -> Any:
+            if self.day0.torch_device.startswith("cuda"):
+                import torch
+                return torch.cuda
+            return _HostDeviceInterface(self.day0)
+
+        def get_empty_cache_for_benchmark(self) -> Any:
+            import torch
+            size = 256 * 1024 * 1024 if self.day0.torch_device.startswith("cuda") else 1024 * 1024
+            return torch.empty(size // 4, dtype=torch.int, device=self.day0.torch_device)
+
+        def clear_cache(self, cache: Any) -> None:
+            cache.zero_()
+
+    Day0Driver.__name__ = Day0Driver.__qualname__ = f"Day0Driver_{name}"
+    return Day0Driver
+
+
+# ------------------------------------------------------------------------------- activate
+def register_with_triton(name: str) -> None:
+    """Make Triton's backend table know `name` even when its package has no `triton.backends`
+    entry point (a backend registered in code, or a test double)."""
+    import triton.backends as tb
+    if name not in tb.backends:
+        tb.backends[name] = tb.Backend(compiler=compiler_class(name), driver=driver_class(name))
+
+
+class activate:
+    """Make `name` Triton's active backend: `sdk.activate("cpu_interp")` or `with sdk.activate(...):`."""
+
+    def __init__(self, name: str):
+        backend = get_backend(name)
+        ok, why = backend.available()
+        if not ok:
+            raise BackendUnavailable(f"backend '{name}' cannot run here: {why}")
+        register_with_triton(name)
+        from triton.runtime import driver
+        import triton.backends as tb
+        self.name = name
+        self._previous = driver._active
+        self._was_active = _ACTIVE.get(name, False)
+        _ACTIVE[name] = True
+        driver.set_active(tb.backends[name].driver())
+
+    def __enter__(self) -> "activate":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.deactivate()
+
+    def deactivate(self) -> None:
+        from triton.runtime import driver
+        _ACTIVE[self.name] = self._was_active
+        driver._active = self._previous

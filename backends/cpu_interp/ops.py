@@ -3,12 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from sdk.backend import LoweringTable
 from sdk.numerics import numpy_dtype
 from sdk.ttir import DenseAttr, PointerType, TensorType
 
-TABLE = LoweringTable()
-rule = TABLE.rule
+from .table import TABLE, rule
 
 
 def _np(t) -> np.dtype:

@@ -434,17 +434,29 @@ class _Parser:
                 out[key] = True  # unit attribute
             else:
                 self.next()
-                val = self.next()
-                ty = None
-                if self.peek().text == ":" and self.peek(1).kind in ("id", "type"):
-                    self.next()
-                    ty = self.type_()
-                out[key] = _literal(val, ty)
+                out[key] = self.attr_value()
             if self.peek().text == ",":
                 self.next()
             self.skip_nl()
         self.next()
         return out
+
+    def attr_value(self):
+        if self.peek().text == "[":
+            self.next()
+            items = []
+            while self.peek().text != "]":
+                items.append(self.attr_value())
+                if self.peek().text == ",":
+                    self.next()
+            self.next()
+            return items
+        val = self.next()
+        ty = None
+        if self.peek().text == ":" and self.peek(1).kind in ("id", "type"):
+            self.next()
+            ty = self.type_()
+        return _literal(val, ty)
 
     # ---------------------------------------------------------------------- locations
     def loc(self) -> Loc | None:
@@ -535,7 +547,9 @@ def _literal(tok: Token, ty: Type | None):
     if tok.kind == "num" or tok.text in ("true", "false"):
         return parse_number(tok.text, ty)
     if tok.kind == "str":
-        return tok.text[1:-1]
+        return tok.text[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    if tok.kind == "sym":
+        return SymbolRef(tok.text.lstrip("@").strip('"'))
     return tok.text
 
 

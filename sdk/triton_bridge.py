@@ -160,7 +160,9 @@ class _Launcher:
                  for n, v in zip(names, sig.values() if isinstance(sig, dict) else sig)]
         self.params = list(zip(names, types))
         self.metadata = metadata
+        self.src = src
         self.kernel = None
+        self.raw = backend.passes_tensors
 
     def _runtime_params(self) -> tuple[tuple[str, str], ...]:
         return tuple((n, t) for n, t in _flatten(self.params) if t != "constexpr")
@@ -168,12 +170,17 @@ class _Launcher:
     def __call__(self, gx, gy, gz, stream, function, packed_metadata, launch_metadata,
                  enter_hook, exit_hook, *args):
         if self.kernel is None:
-            info = KernelInfo(function.name, self._runtime_params(), self.metadata)
+            info = KernelInfo(function.name, self._runtime_params(), self.metadata, self.src)
             self.kernel = self.backend.load(function.artifact, info)
         if gx * gy * gz == 0:
             return
         if enter_hook is not None:
             enter_hook(launch_metadata)
+        if self.raw:  # the backend takes Triton's arguments as they are: the short path
+            self.backend.launch(self.kernel, (gx, gy, gz), args, stream)
+            if exit_hook is not None:
+                exit_hook(launch_metadata)
+            return
         mapped, writeback = [], []
         for (pname, ty), value in zip(_flatten(self.params), _flatten_values(self.params, args)):
             if ty == "constexpr":
@@ -256,8 +263,29 @@ def host_benchmark(fn, warmup: int = 1, rep: int = 5, quantiles=None, return_mod
     return statistics.median(times) if return_mode == "median" else statistics.fmean(times)
 
 
+def _emulate_default_backend(name: str) -> None:
+    """Triton < 3.8 has no TRITON_DEFAULT_BACKEND: it wants exactly one active driver. When this
+    backend is the one chosen, make Triton's in-tree GPU drivers step aside (a CUDA machine stays
+    as it was whenever the variable does not name a day0 backend)."""
+    import importlib
+    import triton
+    if os.environ.get("TRITON_DEFAULT_BACKEND") != name:
+        return
+    if tuple(int(x) for x in triton.__version__.split(".")[:2]) >= (3, 8):
+        return
+    for mod in ("triton.backends.nvidia.driver", "triton.backends.amd.driver"):
+        try:
+            module = importlib.import_module(mod)
+        except Exception:
+            continue
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, DriverBase) and "is_active" in vars(obj):
+                obj.is_active = classmethod(lambda cls: False)
+
+
 def driver_class(name: str) -> type[DriverBase]:
     """A concrete `DriverBase` for the day0 backend `name`; active when selected."""
+    _emulate_default_backend(name)
 
     class Day0Driver(DriverBase):
         day0_name = name
@@ -273,6 +301,7 @@ def driver_class(name: str) -> type[DriverBase]:
             self.utils = _Utils(be)
             self.launcher_cls = lambda src, metadata: _Launcher(be, src, metadata)
             self.backend = name
+            self.get_current_stream = be.current_stream  # asked before every launch: no extra frame
 
         def get_current_target(self) -> GPUTarget:
             t = self.day0.target
@@ -288,8 +317,8 @@ def driver_class(name: str) -> type[DriverBase]:
         def set_current_device(self, device: Any) -> None:
             pass
 
-        def get_current_stream(self, device: Any = None) -> int:
-            return 0
+        def get_current_stream(self, device: Any = None) -> Any:
+            return self.day0.current_stream(device)
 
         def get_device_capability(self, device: Any = None) -> tuple[int, int]:
             return (0, 0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import linecache
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -94,6 +95,8 @@ class KernelInfo:
     name: str
     params: tuple[tuple[str, str], ...]  # (parameter name, Triton type) of the runtime arguments, in order
     metadata: Any                          # Triton's KernelMetadata (num_warps, shared, ...)
+    src: Any = None                        # Triton's compile source (signature, constants), for
+                                           # backends that reuse Triton's own launchers
 
 
 Rule = Callable[..., Any]
@@ -161,6 +164,8 @@ class Backend(ABC):
     binary_ext: ClassVar[str] = "day0bin"
     torch_device: ClassVar[str] = "cpu"        # where the tensors a kernel receives live
     ignores_warps: ClassVar[bool] = True       # num_warps / num_stages are hints it ignores
+    passes_tensors: ClassVar[bool] = False     # True: launch gets Triton's arguments as they are
+                                               # (tensors unmapped, constexprs included), no to_device
     ttir_passes: ClassVar[tuple[str, ...]] = (  # Triton TTIR passes run before `lower`
         "inliner", "rewrite_tensor_pointer", "canonicalizer", "combine", "reorder_broadcast", "cse",
         "symbol_dce", "loop_unroll")
@@ -198,6 +203,10 @@ class Backend(ABC):
     def synchronize(self) -> None:
         """Wait until all launched work is done (synchronous backends need nothing)."""
 
+    def current_stream(self, device: Any = None) -> Any:
+        """The stream a launch goes to (Triton asks before every launch); 0 for synchronous devices."""
+        return 0
+
     # --------------------------------------------------------------------------- queries
     def available(self) -> tuple[bool, str]:
         """(True, "") when this backend can run here; else (False, why)."""
@@ -208,6 +217,19 @@ class Backend(ABC):
         return {"multiprocessor_count": 1, "max_shared_mem": 1 << 20, "max_num_regs": 65536,
                 "warpSize": self.target.warp_size, "sm_clock_rate": 1_000_000, "mem_clock_rate": 1_000_000,
                 "mem_bus_width": 64}
+
+    def variant(self, arch: str | None = None, compile_only: bool = False) -> "Backend":
+        """This backend for another arch, or compiling without running (`name@arch`,
+        `name@arch/compile` in the registry). Backends that can do neither keep this default."""
+        if (arch in (None, self.target.arch)) and not compile_only:
+            return self
+        what = "compile-only mode" if compile_only else f"arch '{arch}'"
+        raise BackendUnavailable(f"backend '{self.name}' has no {what}")
+
+    def take_launch_stats(self) -> list[dict]:
+        """Per-launch facts gathered since the last call (e.g. registers, spills, shared memory of
+        each kernel compiled in compile-only mode); the conformance runner records them."""
+        return []
 
     def parse_options(self, opts: dict) -> Options:
         known = {k: opts[k] for k in Options.__dataclass_fields__ if k in opts and opts[k] is not None}
@@ -273,10 +295,11 @@ class Registry:
 
     def __init__(self) -> None:
         self._infos: dict[str, BackendInfo] | None = None
+        self._variants: dict[str, Backend] = {}
 
     def _discover(self) -> dict[str, BackendInfo]:
         infos: dict[str, BackendInfo] = {}
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
+        for ep in [*entry_points(group=ENTRY_POINT_GROUP), *_env_entry_points()]:
             info = BackendInfo(ep.name, origin=ep.value)
             try:
                 cls = ep.load()
@@ -308,6 +331,9 @@ class Registry:
         return sorted(self.infos)
 
     def get(self, name: str) -> Backend:
+        """`name`, or a variant: `name@arch` (another arch), `name@arch/compile` (compile only)."""
+        if "@" in name:
+            return self._variant(name)
         info = self.infos.get(name)
         if info is None:
             raise UnknownName("backend", name, self.names())
@@ -316,6 +342,29 @@ class Registry:
         if info._instance is None:
             info._instance = info.cls()
         return info._instance
+
+
+    def _variant(self, full: str) -> Backend:
+        cached = self._variants.get(full)
+        if cached is None:
+            base, _, rest = full.partition("@")
+            arch, _, mode = rest.partition("/")
+            if mode not in ("", "compile"):
+                raise UnknownName("backend mode", mode, ["compile"])
+            cached = self.get(base).variant(arch=arch or None, compile_only=mode == "compile")
+            self._variants[full] = cached
+        return cached
+
+
+def _env_entry_points() -> list:
+    """Backends named in DAY0_BACKENDS="name=module:Class,..." (development without installing)."""
+    from importlib.metadata import EntryPoint
+    spec = os.environ.get("DAY0_BACKENDS", "")
+    out = []
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        name, _, value = item.partition("=")
+        out.append(EntryPoint(name.strip(), value.strip(), ENTRY_POINT_GROUP))
+    return out
 
 
 registry = Registry()

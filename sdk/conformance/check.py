@@ -116,3 +116,14 @@ def run_case(spec: KernelSpec, case: Case, dtype: str, device: str) -> Verdict:
             reasons.append(f"{name}: {stats.get('reason', 'mismatch')}")
     verdict.detail = "; ".join(reasons)
     return verdict
+
+
+def compile_case(spec: KernelSpec, case: Case, dtype: str, device: str) -> float:
+    """Compile-only mode: make the same seeded inputs and call the launch wrapper, which compiles
+    every kernel it launches (the backend's launch is a no-op). Nothing is compared. Returns the
+    wall time of the wrapper call."""
+    gen = torch.Generator(device="cpu").manual_seed(case_seed(spec.name, case.name, dtype))
+    inputs = spec.make_inputs(case, DTYPES[dtype], device, gen)
+    start = time.perf_counter()
+    spec.run(inputs, case)
+    return time.perf_counter() - start

@@ -1,0 +1,191 @@
+"""The nvidia_ref Backend: Triton's own CUDA pipeline behind the day0 contract.
+
+* `lower` runs CUDA's stages (ttgir -> llir -> ptx -> cubin) for the variant's arch, from the TTIR the
+  SDK hands over (after CUDA's own TTIR passes, see `ttir_passes`). No GPU is needed to compile.
+* Real mode (`nvidia_ref`, `nvidia_ref@sm_90`): tensors are CUDA tensors used in place, the cubin is
+  loaded by Triton's CUDA driver and launched by Triton's own `CudaLauncher`.
+* Compile-only mode (`nvidia_ref@sm_89/compile`): tensors stay on the CPU, a launch runs nothing
+  and records what the kernel costs on that arch (`take_launch_stats`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from sdk.backend import Artifact, Backend, DeviceArg, KernelInfo, LoweringTable, Target
+from sdk.errors import BackendUnavailable
+from sdk.ttir import Module
+
+from . import cuda
+from .archs import Arch, parse_arch
+from .table import make_table
+
+_STAT_KEYS = ("registers", "spill_stores", "spill_loads", "stack_bytes", "static_smem_bytes")
+
+
+def _current_gpu_arch() -> str | None:
+    try:
+        import torch
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            return f"sm_{major}{minor}"
+    except Exception:  # a broken CUDA install reads as "no GPU"
+        pass
+    return None
+
+
+@dataclass
+class _Loaded:
+    """A kernel ready to launch: Triton's CUDA launcher and function handle (real mode), or the
+    facts a compile-only launch records."""
+
+    name: str
+    stats: dict
+    launcher: Any = None
+    function: Any = None
+    packed: tuple = ()
+
+
+class NvidiaRefBackend(Backend):
+    name = "nvidia_ref"
+    target = Target(backend="nvidia_ref", arch="sm_90", warp_size=32, vector_width=1, device_model="nvidia_h100")
+    binary_ext = "cubin"
+    torch_device = "cuda"
+    ignores_warps = False
+    passes_tensors: ClassVar[bool] = True  # launch takes Triton's arguments as they are (see sdk.backend)
+
+    def __init__(self, arch: str | None = None, compile_only: bool = False) -> None:
+        self.arch: Arch = parse_arch(arch or _current_gpu_arch() or "sm_90")
+        self.compile_only = compile_only
+        # instance attributes shadow the class defaults: this instance's arch and mode
+        self.target = replace(type(self).target, arch=self.arch.name, device_model=self.arch.device_model)
+        self.torch_device = "cpu" if compile_only else "cuda"
+        self.ttir_passes = cuda.ttir_passes(self.arch.capability)
+        self._stats: list[dict] = []
+        self._cuda_utils: Any = None
+        super().__init__()
+
+    def variant(self, arch: str | None = None, compile_only: bool = False) -> "NvidiaRefBackend":
+        return type(self)(arch=arch or self.arch.name, compile_only=compile_only)
+
+    # -------------------------------------------------------------------------- lowering
+    def lowering_table(self) -> LoweringTable:
+        return make_table()
+
+    def parse_options(self, opts: dict) -> Any:
+        """CUDA's own options for this arch (not sdk.backend.Options): frontend semantics match CUDA."""
+        return cuda.parse_options(self.arch.capability, opts)
+
+    def min_dot_size(self, lhs_type: Any, rhs_type: Any) -> tuple[int, int, int]:
+        from triton.backends.nvidia.compiler import min_dot_size
+        return min_dot_size(cuda.cuda_backend(self.arch.capability).target)(lhs_type, rhs_type)
+
+    def lower(self, module: Module, options: Any) -> Artifact:
+        mod = getattr(module, "mlir", None)
+        if mod is None:
+            raise BackendUnavailable("nvidia_ref lowers from Triton's live MLIR module; "
+                                     "compile through the Triton bridge (sdk.activate)")
+        cubin, meta, log = cuda.compile_ttir(mod, self.arch.capability, options)
+        facts = meta.pop("ptx_facts")
+        stats = cuda.ptxas_stats(log)
+        meta.update({f"ptxas_{k}": v for k, v in stats.items()})
+        meta.update(ptx_target=facts["ptx_target"], code_path=cuda.code_path(facts["instructions"]),
+                    ptx_instructions=facts["instructions"], nvidia_arch=self.arch.name)
+        return Artifact(cubin, meta)
+
+    def load(self, artifact: bytes, kernel: KernelInfo) -> _Loaded:
+        md = kernel.metadata
+        stats = {"kernel": kernel.name, "arch": self.arch.name,
+                 **{k: getattr(md, f"ptxas_{k}", 0) for k in _STAT_KEYS},
+                 "shared_bytes": md.shared, "num_warps": md.num_warps, "num_stages": getattr(md, "num_stages", None),
+                 "ptx_target": getattr(md, "ptx_target", ""), "code_path": getattr(md, "code_path", ""),
+                 "ptx_instructions": dict(getattr(md, "ptx_instructions", None) or {})}
+        if self.compile_only:
+            return _Loaded(kernel.name, stats)
+        import torch
+        from triton.backends.nvidia import driver as nv
+        device = torch.cuda.current_device()
+        utils = self._utils()
+        _, function, n_regs, n_spills, _ = utils.load_binary(kernel.name, artifact, md.shared, device)
+        stats.update(loaded_registers=n_regs, loaded_spills=n_spills)
+        if kernel.src is None:
+            raise BackendUnavailable("nvidia_ref needs Triton's compile source to build its launcher "
+                                     "(KernelInfo.src); launch through the Triton bridge")
+        launcher = _with_cuda_driver_active(lambda: nv.CudaLauncher(kernel.src, md))
+        return _Loaded(kernel.name, stats, launcher, function, (md.num_warps, md.num_ctas, md.shared))
+
+    def _utils(self) -> Any:
+        if self._cuda_utils is None:
+            from triton.backends.nvidia.driver import CudaUtils
+            self._cuda_utils = CudaUtils()
+        return self._cuda_utils
+
+    # ---------------------------------------------------------------------------- memory
+    def to_device(self, tensor: Any, name: str) -> DeviceArg:
+        """CUDA tensors are used in place: the address is the tensor's own."""
+        storage = tensor.untyped_storage()
+        start = tensor.data_ptr()
+        return DeviceArg(name=name, address=start, nbytes=storage.data_ptr() + storage.nbytes() - start,
+                         dtype=str(tensor.dtype).replace("torch.", ""), handle=tensor)
+
+    # ---------------------------------------------------------------------------- launch
+    def launch(self, kernel: _Loaded, grid: tuple[int, int, int], args: Any, stream: Any = None) -> None:
+        if kernel.launcher is None:  # compile-only: nothing runs, the facts are recorded
+            self._stats.append({**kernel.stats, "grid": list(grid)})
+            return
+        # `args` are Triton's own (passes_tensors): tensors, scalars and constexprs, in order
+        kernel.launcher(grid[0], grid[1], grid[2], stream, kernel.function, kernel.packed, None, None, None, *args)
+
+    def take_launch_stats(self) -> list[dict]:
+        out, self._stats = self._stats, []
+        return out
+
+    def current_stream(self, device: Any = None) -> int:
+        """The raw CUDA stream torch is using (so launches order with torch's own work)."""
+        if self.compile_only:
+            return 0
+        import torch
+        return torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
+
+    def synchronize(self) -> None:
+        if not self.compile_only:
+            import torch
+            torch.cuda.synchronize()
+
+    # --------------------------------------------------------------------------- queries
+    def available(self) -> tuple[bool, str]:
+        if self.compile_only:
+            return True, ""
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                return False, ("torch.cuda.is_available() is False (no CUDA GPU or a CPU-only torch); "
+                               f"use nvidia_ref@{self.arch.name}/compile to compile without a GPU")
+        except Exception as exc:
+            return False, f"torch cannot reach CUDA: {exc}"
+        here = _current_gpu_arch()
+        if here and parse_arch(here).capability // 10 != self.arch.capability // 10:
+            return False, (f"the GPU here is {here}; a cubin for {self.arch.name} does not run on it "
+                           f"(use nvidia_ref@{self.arch.name}/compile to compile only)")
+        return True, ""
+
+    def device_properties(self) -> dict[str, int]:
+        if not self.compile_only:
+            import torch
+            return dict(self._utils().get_device_properties(torch.cuda.current_device()))
+        a = self.arch
+        return {"multiprocessor_count": a.multiprocessor_count, "max_shared_mem": a.max_shared_mem,
+                "max_num_regs": 65536, "warpSize": 32, "sm_clock_rate": 1_500_000,
+                "mem_clock_rate": 1_500_000, "mem_bus_width": 256}
+
+
+def _with_cuda_driver_active(make: Any) -> Any:
+    """Triton 3.8's CudaLauncher reads `driver.active.utils.launch`: build it with CUDA's driver active."""
+    from triton.runtime import driver
+    from triton.backends.nvidia.driver import CudaDriver
+    previous = driver._active
+    try:
+        driver.set_active(CudaDriver())
+        return make()
+    finally:
+        driver._active = previous

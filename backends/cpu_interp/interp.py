@@ -1,71 +1,285 @@
-"""Runs a TTIR module: one program at a time, each op a numpy operation from the lowering table."""
+"""Runs a TTIR module with every program of a launch batched along a leading axis.
+
+Load time (once per compiled kernel): every function is turned into flat lists of closures, one per
+op, that read and write integer slots of an environment list; constants are evaluated once. Run
+time: the grid is cut into chunks of programs; each chunk runs the entry function once with values
+of shape (P, *tensor_shape) (or (1, ...) for values every program shares). Divergent control flow
+runs under a per-program `active` mask (see control.py); spin-lock kernels run one program at a time.
+"""
 from __future__ import annotations
 
-from typing import Any
+import linecache
+import os
+from typing import Any, Callable
 
 import numpy as np
 
 from sdk.backend import DeviceArg, LoweringTable
-from sdk.errors import KernelFault
+from sdk.errors import Day0Error, KernelFault
 from sdk.numerics import numpy_dtype
-from sdk.ttir import Block, Module, PointerType, ScalarType
+from sdk.ttir import Block, Func, Module, Op, PointerType, Region, ScalarType, TensorType
+
+from .memory import Memory
+
+TERMINATORS = frozenset({"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition"})
+ELEMENT_BUDGET = int(os.environ.get("DAY0_INTERP_CHUNK_ELEMENTS", 1 << 18))
 
 
-class Memory:
-    """The tensors of one launch, addressed by the pointers the kernel computes."""
+def where(op: Op | None) -> str:
+    """'file:line: source text' of an op (what every fault names)."""
+    if op is None or op.loc is None:
+        return "an unknown source line"
+    text = linecache.getline(op.loc.file, op.loc.line).strip()
+    return f"{op.loc}: {text}" if text else str(op.loc)
 
-    def __init__(self, args: list[DeviceArg]):
-        self.args = args
 
-    def locate(self, addr: np.ndarray, mask: np.ndarray, width: int, loc: Any) -> tuple[DeviceArg, np.ndarray]:
-        live = addr[mask]
-        for arg in self.args:
-            if live.size == 0 or (live.min() >= arg.address and live.max() + width <= arg.address + arg.nbytes):
-                return arg, (addr - arg.address)
-        for arg in self.args:
-            if arg.address <= live.min() < arg.address + max(arg.nbytes, 1) + (1 << 20):
-                lo, hi = int(live.min() - arg.address), int(live.max() - arg.address) + width
-                raise KernelFault(f"out-of-bounds access to '{arg.name}': bytes [{lo}, {hi}) of {arg.nbytes}"
-                                  f" at {loc}")
-        raise KernelFault(f"access to an address outside every tensor argument at {loc}")
+class Code:
+    """A block compiled to closures: `steps` run in order, `out` are the terminator's operand slots."""
+
+    __slots__ = ("steps", "ops", "args", "out", "term")
+
+    def __init__(self, steps, ops, args, out, term):
+        self.steps, self.ops, self.args, self.out, self.term = steps, ops, args, out, term
 
 
 class Ctx:
-    def __init__(self, program: "Program", pid: tuple[int, int, int], grid: tuple[int, int, int], mem: Memory):
-        self.program, self.pid, self.grid, self.mem = program, pid, grid, mem
+    """What a rule sees: the chunk's programs, the launch's memory, the active-lane mask, flags."""
 
-    def run_block(self, block: Block, env: dict, args: list) -> list:
-        for v, a in zip(block.args, args):
-            env[v] = a
-        for op in block.ops:
-            rule = self.program.table.get(op.name)
-            out = rule(self, op, *[env[v] for v in op.operands])
-            if op.name in ("scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition"):
-                return out
-            if len(op.results) == 1:
-                env[op.results[0]] = out
-            else:
-                for r, o in zip(op.results, out or ()):
-                    env[r] = o
-        return []
+    def __init__(self, program: "Program", grid, pids, mem: Memory):
+        self.program = program
+        self.grid = grid
+        self.pid = pids                 # three int32 arrays of shape (P,)
+        self.P = len(pids[0])
+        self.mem = mem
+        self.active: np.ndarray | None = None  # bool (P,) where control flow diverged, else None
+        self.env: list = []
+        self.flags = program.flags
+
+    # ----------------------------------------------------------------------------- masks
+    def lanes(self, ndim: int) -> np.ndarray | None:
+        """The active mask shaped to broadcast against a value of `ndim` dims (or None)."""
+        a = self.active
+        return None if a is None else a.reshape((self.P,) + (1,) * (ndim - 1))
+
+    def program_ids(self) -> np.ndarray:
+        """Linear program index of each lane (for messages and race checks)."""
+        gx, gy, _ = self.grid
+        return self.pid[0].astype(np.int64) + gx * (self.pid[1].astype(np.int64) + gy * self.pid[2])
+
+    def pid_of(self, lane: int) -> tuple[int, int, int]:
+        return tuple(int(p[lane]) for p in self.pid)
+
+    # ---------------------------------------------------------------------------- regions
+    def run(self, region: Region, args: list) -> list:
+        """Run a region's entry block with `args` bound to its block arguments; return the values
+        its terminator yields."""
+        return self.program.run_code(self, self.program.code(region), args)
+
+    def call(self, name: str, args: list) -> list:
+        prog = self.program
+        saved = self.env
+        self.env = [None] * prog.nslots[name]
+        try:
+            return prog.run_code(self, prog.code(prog.module.funcs[name].body), args)
+        finally:
+            self.env = saved
 
 
 class Program:
-    def __init__(self, module: Module, table: LoweringTable):
+    """A loaded kernel: the parsed module, compiled once; `run(grid, args)` launches it."""
+
+    def __init__(self, module: Module, table: LoweringTable, flags: dict | None = None):
         self.module, self.table = module, table
+        self.flags = dict(flags or {})
+        self.flags.setdefault("check_uninit", os.environ.get("DAY0_CHECK_UNINIT", "") not in ("", "0"))
+        self.flags.setdefault("check_races", os.environ.get("DAY0_CHECK_RACES", "") not in ("", "0"))
+        self.slots: dict[int, int] = {}
+        self.nslots: dict[str, int] = {}
+        self.consts: dict[str, list[tuple[int, Any]]] = {}
+        self._codes: dict[int, Code] = {}
+        self.serial = False           # one program at a time (spin locks)
+        self.unaligned = False        # pointers may be re-typed: check alignment on access
+        self.max_numel = 1
+        for name, func in module.funcs.items():
+            self._compile_func(name, func)
+        self.entry = module.entry
+
+    # ---------------------------------------------------------------------------- compile
+    def _compile_func(self, name: str, func: Func) -> None:
+        slots: dict[int, int] = {}
+        consts: list[tuple[int, Any]] = []
+
+        def slot(v) -> int:
+            k = slots.get(id(v))
+            if k is None:
+                k = slots[id(v)] = len(slots)
+            return k
+
+        for v in func.args:
+            slot(v)
+        self._slot = slot
+        self._consts = consts
+        for region in [func.body]:
+            self._compile_region(region)
+        self.slots.update(slots)
+        self.nslots[name] = len(slots)
+        self.consts[name] = consts
+
+    def _compile_region(self, region: Region) -> None:
+        for block in region.blocks:
+            self._codes[id(block)] = self._compile_block(block)
+
+    def _compile_block(self, block: Block) -> Code:
+        slot = self._slot
+        args = [slot(v) for v in block.args]
+        steps, ops, out, term = [], [], [], None
+        for op in block.ops:
+            for r in op.results:
+                t = r.type
+                if isinstance(t, TensorType):
+                    self.max_numel = max(self.max_numel, int(np.prod(t.shape, dtype=np.int64)))
+            for reg in op.regions:
+                self._compile_region(reg)
+            if op.name == "scf.while" and any(o.name in ("tt.atomic_cas", "tt.atomic_rmw")
+                                                for reg in op.regions for o in _walk(reg)):
+                self.serial = True
+            if op.name in ("tt.int_to_ptr", "tt.bitcast") and _has_ptr(op):
+                self.unaligned = True
+            if op.name in TERMINATORS:
+                term = op
+                out = [slot(v) for v in op.operands]
+                break
+            rule = self.table.get(op.name)
+            if rule is None:  # the SDK checks every op before lower(); this is a safety net
+                from sdk.backend import unsupported
+                raise KernelFault(f"cpu_interp has no rule for {unsupported(op)}")
+            ins = [slot(v) for v in op.operands]
+            outs = [slot(v) for v in op.results]
+            if op.name == "arith.constant":
+                self._consts.append((outs[0], _constant(rule, op)))
+                continue
+            steps.append(_step(rule, op, ins, outs))
+            ops.append(op)
+        return Code(steps, ops, args, out, term)
+
+    def code(self, region_or_block) -> Code:
+        b = region_or_block.blocks[0] if isinstance(region_or_block, Region) else region_or_block
+        return self._codes[id(b)]
+
+    # -------------------------------------------------------------------------------- run
+    def run_code(self, ctx: Ctx, code: Code, args: list) -> list:
+        env = ctx.env
+        for k, a in zip(code.args, args):
+            env[k] = a
+        op = None
+        try:
+            for step, op in zip(code.steps, code.ops):
+                step(ctx, env)
+        except Day0Error:
+            raise
+        except Exception as exc:  # a rule's numpy error becomes a fault naming the op and line
+            raise KernelFault(f"{op.name} ({op.type_signature()}) failed at {where(op)}: "
+                              f"{type(exc).__name__}: {exc}") from None
+        return [env[k] for k in code.out]
 
     def run(self, grid: tuple[int, int, int], args: list[Any]) -> None:
-        func = self.module.entry
-        mem = Memory([a for a in args if isinstance(a, DeviceArg)])
+        func = self.entry
+        gx, gy, gz = (int(g) for g in grid)
+        total = gx * gy * gz
+        if total == 0:
+            return
+        mem = Memory([a for a in args if isinstance(a, DeviceArg)], self.flags, self.unaligned)
         values = []
         for v, a in zip(func.args, args):
             if isinstance(a, DeviceArg):
-                values.append(np.int64(a.address))
+                values.append(np.array([a.address], np.int64))
             elif isinstance(v.type, PointerType):
-                values.append(np.int64(0 if a is None else a))
+                values.append(np.array([0 if a is None else int(a)], np.int64))
+            elif isinstance(v.type, ScalarType):
+                values.append(_scalar_arg(a, str(v.type)))
             else:
-                values.append(np.array(a, dtype=numpy_dtype(str(v.type))) if isinstance(v.type, ScalarType) else a)
-        for z in range(grid[2]):
-            for y in range(grid[1]):
-                for x in range(grid[0]):
-                    Ctx(self, (x, y, z), grid, mem).run_block(func.body.entry, {}, values)
+                values.append(a)
+        chunk = 1 if self.serial else max(1, min(total, ELEMENT_BUDGET // self.max_numel))
+        lin = np.arange(total, dtype=np.int64)
+        consts = self.consts[func.name]
+        code = self.code(func.body)
+        with np.errstate(all="ignore"):
+            for start in range(0, total, chunk):
+                ids = lin[start:start + chunk]
+                pids = ((ids % gx).astype(np.int32), ((ids // gx) % gy).astype(np.int32),
+                        (ids // (gx * gy)).astype(np.int32))
+                ctx = Ctx(self, (gx, gy, gz), pids, mem)
+                ctx.env = [None] * self.nslots[func.name]
+                for k, c in consts:
+                    ctx.env[k] = c
+                self.run_code(ctx, code, values)
+        mem.finish()
+
+
+def _scalar_arg(a: Any, tname: str) -> np.ndarray:
+    dt = numpy_dtype(tname)
+    if tname == "bf16" or tname.startswith("f8"):
+        dt = np.dtype(np.float32)
+    if isinstance(a, (bool, np.bool_)) or tname == "i1":
+        return np.array([bool(a)], dtype=np.bool_)
+    if dt.kind in "iu":
+        return np.array([int(a)], dtype=np.int64).astype(dt)  # wraps u32/u64 values into the type
+    return np.array([a], dtype=dt)
+
+
+def _constant(rule: Callable, op: Op) -> np.ndarray:
+    """Evaluate an arith.constant once; held with a leading program axis of 1."""
+    v = np.asarray(rule(None, op))
+    shape = op.result.type.shape
+    if v.shape == tuple(shape):
+        v = v.reshape((1,) + tuple(shape))
+    elif v.ndim == 0:
+        v = v.reshape((1,) * (len(shape) + 1))
+    v = np.ascontiguousarray(v)
+    v.setflags(write=False)
+    return v
+
+
+def _step(rule: Callable, op: Op, ins: list[int], outs: list[int]) -> Callable:
+    n_in = len(ins)
+    if len(outs) == 1:
+        k = outs[0]
+        if n_in == 1:
+            a = ins[0]
+
+            def step(ctx, env):
+                env[k] = rule(ctx, op, env[a])
+        elif n_in == 2:
+            a, b = ins
+
+            def step(ctx, env):
+                env[k] = rule(ctx, op, env[a], env[b])
+        elif n_in == 3:
+            a, b, c = ins
+
+            def step(ctx, env):
+                env[k] = rule(ctx, op, env[a], env[b], env[c])
+        else:
+            def step(ctx, env):
+                env[k] = rule(ctx, op, *[env[i] for i in ins])
+    elif not outs:
+        def step(ctx, env):
+            rule(ctx, op, *[env[i] for i in ins])
+    else:
+        def step(ctx, env):
+            res = rule(ctx, op, *[env[i] for i in ins])
+            for k, r in zip(outs, res):
+                env[k] = r
+    return step
+
+
+def _walk(region: Region):
+    for b in region.blocks:
+        for o in b.ops:
+            yield from o.walk()
+
+
+def _has_ptr(op: Op) -> bool:
+    def isptr(t):
+        return isinstance(t.element, PointerType)
+    return any(isptr(v.type) for v in op.results)

@@ -1,0 +1,148 @@
+"""Control flow over batched programs: scf.for / scf.if / scf.while, tt.call, cf branches.
+
+When every active program agrees (the usual case: loop bounds and branch conditions that do not
+depend on the program id) a construct runs once for the whole batch. Where programs diverge it runs
+masked: `ctx.active` marks the programs still executing, memory ops and asserts skip the others, and
+values merge per program where the paths join (`np.where` on the program axis).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sdk.errors import KernelFault
+
+from .table import rule
+
+
+def _lane(ctx, mask: np.ndarray, x):
+    return mask.reshape((ctx.P,) + (1,) * (np.ndim(x) - 1))
+
+
+def _merge(ctx, mask: np.ndarray, new: list, old: list) -> list:
+    """Per program: `new` where mask, else `old` (values may be program-invariant, leading 1)."""
+    out = []
+    for n, o in zip(new, old):
+        if n is o:
+            out.append(n)
+        elif hasattr(n, "merge"):
+            out.append(n.merge(ctx, mask, o))
+        else:
+            n, o = np.asarray(n), np.asarray(o)
+            out.append(np.where(_lane(ctx, mask, n if n.ndim >= o.ndim else o), n, o))
+    return out
+
+
+def _full(ctx, x) -> np.ndarray:
+    x = np.asarray(x)
+    return np.broadcast_to(x.reshape(-1) if x.ndim else x.reshape(1), (ctx.P,)) if x.size in (1, ctx.P) else x
+
+
+# ------------------------------------------------------------------------------------- scf.for
+@rule("scf.for")
+def _for(ctx, op, lb, ub, step, *init):
+    body = op.regions[0]
+    carried = list(init)
+    lbv, ubv, stv = np.asarray(lb), np.asarray(ub), np.asarray(step)
+    if lbv.size == 1 and ubv.size == 1 and stv.size == 1 or (
+            (lbv == lbv.flat[0]).all() and (ubv == ubv.flat[0]).all() and (stv == stv.flat[0]).all()):
+        lo, hi, st = int(lbv.flat[0]), int(ubv.flat[0]), int(stv.flat[0])
+        if st <= 0:
+            raise KernelFault(f"scf.for with a non-positive step ({st})")
+        dt = lbv.dtype
+        for i in range(lo, hi, st):
+            carried = ctx.run(body, [np.array([i], dt)] + carried)
+        return carried
+    # bounds differ per program: run the longest trip count, masking programs that are done
+    lbf, ubf, stf = (_full(ctx, v).astype(np.int64) for v in (lbv, ubv, stv))
+    trips = np.maximum(0, -(-(ubf - lbf) // stf))
+    outer = ctx.active
+    if outer is not None:
+        trips = np.where(outer, trips, 0)
+    try:
+        for t in range(int(trips.max()) if trips.size else 0):
+            live = t < trips
+            ctx.active = live
+            iv = (lbf + t * stf).astype(lbv.dtype)
+            new = ctx.run(body, [iv] + carried)
+            carried = new if live.all() else _merge(ctx, live, new, carried)
+    finally:
+        ctx.active = outer
+    return carried
+
+
+# -------------------------------------------------------------------------------------- scf.if
+@rule("scf.if")
+def _if(ctx, op, cond):
+    then_r = op.regions[0]
+    else_r = op.regions[1] if len(op.regions) > 1 and op.regions[1].blocks and op.regions[1].blocks[0].ops else None
+    c = np.asarray(cond).astype(bool).reshape(-1)
+    outer = ctx.active
+    live_c = c if outer is None else (c & outer if c.size == ctx.P else np.broadcast_to(c, (ctx.P,)) & outer)
+    any_t = bool(live_c.any())
+    any_f = bool((~c).any()) if outer is None else bool((outer & ~live_c).any())
+    if not any_f:
+        return ctx.run(then_r, [])
+    if not any_t:
+        return ctx.run(else_r, []) if else_r is not None else _skip(op)
+    cp = np.broadcast_to(c, (ctx.P,))
+    t_mask = cp if outer is None else cp & outer
+    f_mask = ~cp if outer is None else ~cp & outer
+    try:
+        ctx.active = t_mask
+        t_vals = ctx.run(then_r, [])
+        ctx.active = f_mask
+        f_vals = ctx.run(else_r, []) if else_r is not None else []
+    finally:
+        ctx.active = outer
+    return _merge(ctx, cp, t_vals, f_vals) if op.results else []
+
+
+def _skip(op):
+    if op.results:
+        raise KernelFault("scf.if with results and no else region")
+    return []
+
+
+# ----------------------------------------------------------------------------------- scf.while
+@rule("scf.while")
+def _while(ctx, op, *init):
+    before, after = op.regions[0], op.regions[1]
+    vals = list(init)
+    outer = ctx.active
+    act = outer
+    results = None  # per program: the values forwarded when it left the loop
+    try:
+        while True:
+            ctx.active = act
+            cond, *fwd = ctx.run(before, vals)
+            c = np.asarray(cond).astype(bool).reshape(-1)
+            if act is None and (c.all() or not c.any()):
+                if not c.any():
+                    return fwd
+                vals = ctx.run(after, fwd)
+                continue
+            cp = np.broadcast_to(c, (ctx.P,))
+            cur = np.ones(ctx.P, bool) if act is None else act
+            stay, leaving = cur & cp, cur & ~cp
+            if leaving.any():
+                results = fwd if results is None else _merge(ctx, leaving, fwd, results)
+            if not stay.any():
+                return results if results is not None else fwd
+            act = stay
+            ctx.active = act
+            vals = ctx.run(after, fwd)
+    finally:
+        ctx.active = outer
+
+
+@rule("scf.execute_region")
+def _exec_region(ctx, op):
+    return ctx.run(op.regions[0], [])
+
+
+# ------------------------------------------------------------------------------------- calls
+@rule("tt.call")
+def _call(ctx, op, *args):
+    callee = op.attrs["callee"]
+    out = ctx.call(getattr(callee, "name", callee), list(args))
+    return out if len(op.results) != 1 else out[0]

@@ -1,0 +1,338 @@
+"""The tensors of one launch, addressed by the int64 pointers a kernel computes.
+
+Every access is checked on its masked-on lanes: all addresses must fall inside one tensor argument
+(from its first element to the end of its storage), else a KernelFault names the argument, the
+element/byte range, the program and the kernel source line. Optional checks (flags):
+  check_uninit  reads of memory in output tensors (those this launch writes) that were not yet written
+  check_races   two programs writing one address in one launch without atomics
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from sdk import numerics
+from sdk.backend import DeviceArg
+from sdk.errors import KernelFault
+from sdk.numerics import numpy_dtype
+
+_F32 = np.dtype(np.float32)
+
+
+# --------------------------------------------------------------------- storage <-> compute values
+def compute_dtype(name: str) -> np.dtype:
+    """The numpy dtype a value of TTIR element type `name` is held in while computing."""
+    if name == "bf16" or name.startswith("f8"):
+        return _F32
+    return numpy_dtype(name)
+
+
+def from_raw(name: str, raw: np.ndarray) -> np.ndarray:
+    """Storage bits -> compute values."""
+    if name == "bf16":
+        fn = getattr(numerics, "from_storage", None)
+        return fn(name, raw) if fn else (raw.astype(np.uint32) << 16).view(np.float32)
+    if name.startswith("f8"):
+        fn = getattr(numerics, "from_storage", None)
+        return fn(name, raw) if fn else numerics.fp8_to_float(raw, name)
+    return raw
+
+
+def to_raw(name: str, vals: Any) -> np.ndarray:
+    """Compute values -> storage bits (bf16 / fp8 rounded to nearest even)."""
+    if name == "bf16" or name.startswith("f8"):
+        fn = getattr(numerics, "to_storage", None)
+        if fn is not None:
+            return fn(name, np.asarray(vals))
+        if name == "bf16":
+            bits = np.asarray(vals, np.float32).view(np.uint32).astype(np.uint64)
+            rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+            nan = np.isnan(np.asarray(vals, np.float32))
+            return np.where(nan, np.uint16(0x7FC0), rounded)
+        raise KernelFault(f"storing {name} needs sdk.numerics.to_storage")
+    return np.asarray(vals).astype(numpy_dtype(name), copy=False)
+
+
+# ------------------------------------------------------------------------------------- memory
+class Memory:
+    def __init__(self, args: list[DeviceArg], flags: dict, unaligned: bool = False):
+        self.args = sorted(args, key=lambda a: a.address)
+        self.flags = flags
+        self.unaligned = unaligned
+        self._views: dict[tuple[int, str], np.ndarray] = {}
+        self.check_uninit = bool(flags.get("check_uninit"))
+        self.check_races = bool(flags.get("check_races"))
+        self.written: dict[int, np.ndarray] = {}
+        self.writer: dict[int, np.ndarray] = {}
+        self.uninit_reads: list[tuple[DeviceArg, int, int, str]] = []
+
+    # ------------------------------------------------------------------------- addressing
+    def view(self, arg: DeviceArg, dt: np.dtype) -> np.ndarray:
+        key = (id(arg), dt.str)
+        v = self._views.get(key)
+        if v is None:
+            n = arg.nbytes // dt.itemsize
+            v = self._views[key] = arg.handle[:n * dt.itemsize].view(dt)
+        return v
+
+    def find(self, addr: int) -> DeviceArg | None:
+        for arg in self.args:
+            if arg.address <= addr < arg.address + arg.nbytes:
+                return arg
+        return None
+
+    def nearest(self, addr: int) -> DeviceArg | None:
+        below = [a for a in self.args if a.address <= addr]
+        if below:
+            return below[-1]
+        return self.args[0] if self.args else None
+
+    def resolve(self, ctx, op, addr: np.ndarray, m: np.ndarray | None, width: int, what: str):
+        """(arg, element index array) for the addresses; masked-off lanes get index 0."""
+        if m is None:
+            a0 = int(addr.flat[0])
+        else:
+            a0 = int(addr.flat[int(np.argmax(m))])
+        arg = self.find(a0)
+        if arg is None:
+            self._fault(ctx, op, addr, m, width, what, self.nearest(a0))
+        off = addr - arg.address
+        if m is not None:
+            off = np.where(m, off, 0)
+        lo, hi = int(off.min()), int(off.max())
+        if lo < 0 or hi + width > arg.nbytes:
+            self._fault(ctx, op, addr, m, width, what, arg)
+        if width > 1:
+            if self.unaligned and (off & (width - 1)).any():
+                raise KernelFault(f"misaligned {what} of '{arg.name}' ({width}-byte elements) at "
+                                  f"{_where(op)}")
+            off >>= (width.bit_length() - 1)
+        return arg, off
+
+    def _fault(self, ctx, op, addr, m, width, what, arg):
+        live = addr if m is None else np.where(m, addr, 0)
+        if arg is None:
+            raise KernelFault(f"{what} at address {int(live.flat[0]):#x}, outside every tensor argument, "
+                              f"at {_where(op)}")
+        off = addr.astype(np.int64) - arg.address
+        bad = (off < 0) | (off + width > arg.nbytes)
+        if m is not None:
+            bad &= m
+        liveoff = off[m] if m is not None else off.ravel()
+        lo, hi = int(liveoff.min()), int(liveoff.max()) + width
+        first = int(np.argmax(bad.ravel()))
+        lane = first // max(1, int(np.prod(addr.shape[1:], dtype=np.int64))) if addr.shape[0] > 1 else 0
+        pid = ctx.pid_of(lane) if ctx is not None else (0, 0, 0)
+        n = arg.nbytes // width
+        raise KernelFault(
+            f"out-of-bounds {what} '{arg.name}': elements [{lo // width}, {-(-hi // width)}) (bytes [{lo}, {hi})) "
+            f"of a {n}-element ({arg.nbytes}-byte) tensor, first in program {pid}, at {_where(op)}")
+
+    # ---------------------------------------------------------------------------- access
+    def load(self, ctx, op, ptr: np.ndarray, mask, other, elem: str) -> np.ndarray:
+        dt = numpy_dtype(elem)
+        w = dt.itemsize
+        shape = _bshape(ptr, mask, other)
+        addr = np.broadcast_to(ptr, shape)
+        m = _live(ctx, mask, shape)
+        cdt = compute_dtype(elem)
+        if m is not None and not m.any():
+            return _fill(other, shape, cdt)
+        arg, idx = self.resolve(ctx, op, addr, m, w, "load from")
+        raw = self.view(arg, dt)[idx]
+        if self.check_uninit:
+            self._note_read(ctx, op, arg, idx, w, m)
+        vals = from_raw(elem, raw)
+        if m is None:
+            return vals
+        return np.where(m, vals, _fill(other, (), cdt) if other is None else other).astype(cdt, copy=False)
+
+    def store(self, ctx, op, ptr: np.ndarray, val, mask, elem: str) -> None:
+        dt = numpy_dtype(elem)
+        w = dt.itemsize
+        shape = _bshape(ptr, mask, val)
+        addr = np.broadcast_to(ptr, shape)
+        m = _live(ctx, mask, shape)
+        if m is not None and not m.any():
+            return
+        arg, idx = self.resolve(ctx, op, addr, m, w, "store to")
+        raw = to_raw(elem, val)
+        view = self.view(arg, dt)
+        if m is None:
+            if self.check_races:
+                self._note_write(ctx, op, arg, idx, w, None, shape)
+            view[idx] = np.broadcast_to(raw, shape)
+        else:
+            if self.check_races:
+                self._note_write(ctx, op, arg, idx, w, m, shape)
+            view[idx[m]] = np.broadcast_to(raw, shape)[m]
+        if self.check_uninit:
+            self._mark_written(arg, idx if m is None else idx[m], w)
+
+    def atomic(self, ctx, op, kind: str, ptr, val, mask, elem: str, cmp=None) -> np.ndarray:
+        """Read-modify-write on every live lane, lanes in program order (a serial order)."""
+        dt = numpy_dtype(elem)
+        w = dt.itemsize
+        shape = _bshape(ptr, mask, val, cmp)
+        addr = np.broadcast_to(ptr, shape)
+        m = _live(ctx, mask, shape)
+        cdt = compute_dtype(elem)
+        out = np.zeros(shape, cdt)
+        if m is not None and not m.any():
+            return out
+        arg, idx = self.resolve(ctx, op, addr, m, w, "atomic on")
+        view = self.view(arg, dt)
+        sel = np.ones(shape, bool) if m is None else m
+        lanes = np.nonzero(sel.ravel())[0]
+        fidx = idx.ravel()[lanes]
+        fval = np.broadcast_to(np.asarray(val, cdt), shape).ravel()[lanes]
+        fcmp = None if cmp is None else np.broadcast_to(to_raw(elem, cmp), shape).ravel()[lanes]
+        old = np.empty(len(lanes), cdt)
+        for rnd in _rounds(fidx):
+            ix = fidx[rnd]
+            raw_cur = view[ix]
+            cur = from_raw(elem, raw_cur)
+            old[rnd] = cur
+            if kind == "cas":
+                hit = _bits(raw_cur) == _bits(fcmp[rnd])
+                new_raw = np.where(hit, to_raw(elem, fval[rnd]), raw_cur)
+            else:
+                new_raw = to_raw(elem, _combine(kind, cur, fval[rnd], elem))
+            view[ix] = new_raw
+        out.ravel()[lanes] = old
+        if self.check_uninit:
+            self._mark_written(arg, fidx, w)
+        return out
+
+    # ------------------------------------------------------------------------ bookkeeping
+    def _mark_written(self, arg, idx, w):
+        shadow = self.written.get(id(arg))
+        if shadow is None:
+            shadow = self.written[id(arg)] = np.zeros(arg.nbytes // w + 1, bool)
+        shadow[idx] = True
+
+    def _note_read(self, ctx, op, arg, idx, w, m):
+        shadow = self.written.get(id(arg))
+        live = idx if m is None else idx[m]
+        unw = live if shadow is None else live[~shadow[live]]
+        if unw.size:
+            self.uninit_reads.append((arg, int(unw.min()), int(unw.max()) + 1, _where(op)))
+
+    def _note_write(self, ctx, op, arg, idx, w, m, shape):
+        prog = np.broadcast_to(ctx.program_ids().reshape((ctx.P,) + (1,) * (len(shape) - 1)), shape)
+        live, who = (idx.ravel(), prog.ravel()) if m is None else (idx[m], prog[m])
+        shadow = self.writer.get(id(arg))
+        if shadow is None:
+            shadow = self.writer[id(arg)] = np.full(arg.nbytes // w + 1, -1, np.int64)
+        prev = shadow[live]
+        clash = (prev >= 0) & (prev != who)
+        order = np.argsort(live, kind="stable")
+        s, sw = live[order], who[order]
+        dup = (s[1:] == s[:-1]) & (sw[1:] != sw[:-1])
+        if clash.any() or dup.any():
+            if clash.any():
+                k = int(np.argmax(clash))
+                e, a, b = int(live[k]), int(prev[k]), int(who[k])
+            else:
+                k = int(np.argmax(dup))
+                e, a, b = int(s[k]), int(sw[k]), int(sw[k + 1])
+            raise KernelFault(f"race on '{arg.name}': programs {_pid3(ctx, a)} and {_pid3(ctx, b)} both store "
+                              f"element {e} without atomics, at {_where(op)}")
+        shadow[live] = who
+
+    def finish(self) -> None:
+        for arg, lo, hi, loc in self.uninit_reads:
+            if id(arg) in self.written:
+                raise KernelFault(f"read of uninitialised memory in output '{arg.name}': elements [{lo}, {hi}) "
+                                  f"were read before this launch wrote them, at {loc}")
+
+
+def _pid3(ctx, linear: int) -> tuple[int, int, int]:
+    gx, gy, _ = ctx.grid
+    return (linear % gx, (linear // gx) % gy, linear // (gx * gy))
+
+
+def _where(op) -> str:
+    from .interp import where
+    return where(op)
+
+
+def _bshape(*xs) -> tuple[int, ...]:
+    return np.broadcast_shapes(*[np.shape(x) for x in xs if x is not None])
+
+
+def _live(ctx, mask, shape) -> np.ndarray | None:
+    """The mask of live lanes (explicit mask and active programs) or None when all are live."""
+    act = ctx.lanes(len(shape)) if ctx is not None else None
+    if mask is None and act is None:
+        return None
+    m = mask if act is None else (act if mask is None else np.logical_and(mask, act))
+    m = np.broadcast_to(m, shape)
+    if m.all():
+        return None
+    return m
+
+
+def _fill(other, shape, cdt):
+    if other is None:
+        return np.zeros(shape, cdt)
+    return np.broadcast_to(np.asarray(other, cdt), shape).copy()
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype.kind == "f":
+        return x.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize])
+    return x
+
+
+def _rounds(idx: np.ndarray):
+    """Lane selections such that each holds distinct addresses, in serial (lane) order."""
+    n = len(idx)
+    if n == 0:
+        return
+    order = np.argsort(idx, kind="stable")
+    s = idx[order]
+    new = np.empty(n, bool)
+    new[0] = True
+    new[1:] = s[1:] != s[:-1]
+    if new.all():
+        yield slice(None)
+        return
+    start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n) - start
+    for r in range(int(rank.max()) + 1):
+        yield np.nonzero(rank == r)[0]
+
+
+def _unsigned(x):
+    return x.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize])
+
+
+def _combine(kind: str, cur: np.ndarray, val: np.ndarray, elem: str) -> np.ndarray:
+    val = val.astype(cur.dtype, copy=False)
+    if kind in ("add", "fadd"):
+        out = cur + val
+    elif kind == "max":
+        out = np.maximum(cur, val)
+    elif kind == "min":
+        out = np.minimum(cur, val)
+    elif kind == "umax":
+        out = np.maximum(_unsigned(cur), _unsigned(val)).view(cur.dtype)
+    elif kind == "umin":
+        out = np.minimum(_unsigned(cur), _unsigned(val)).view(cur.dtype)
+    elif kind == "and":
+        out = cur & val
+    elif kind == "or":
+        out = cur | val
+    elif kind == "xor":
+        out = cur ^ val
+    elif kind == "exch" or kind == "xchg":
+        out = val
+    else:
+        raise KernelFault(f"unknown atomic kind '{kind}'")
+    if elem == "bf16" or elem.startswith("f8"):
+        out = from_raw(elem, to_raw(elem, out))
+    return out

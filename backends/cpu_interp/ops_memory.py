@@ -1,0 +1,182 @@
+"""Pointers and memory: addptr, loads/stores (plain, block pointers, tensor descriptors), atomics."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from sdk.numerics import numpy_dtype
+from sdk.ttir import PointerType, TensorDescType, TensorType
+
+from .table import rule
+
+
+@lru_cache(maxsize=None)
+def _pointee(t) -> str:
+    """Element type name a pointer (or tensor of pointers, or block pointer) addresses."""
+    e = t.element
+    if isinstance(e, PointerType):
+        p = e.pointee
+        return str(p.element if isinstance(p, TensorType) else p)
+    if isinstance(t, TensorDescType):
+        return str(t.block.element)
+    return str(e)
+
+
+@lru_cache(maxsize=None)
+def _width(t) -> int:
+    return numpy_dtype(_pointee(t)).itemsize
+
+
+@rule("tt.addptr")
+def _addptr(ctx, op, p, off):
+    w = _width(op.result.type)
+    off = off.astype(np.int64) if off.dtype != np.int64 else off
+    return p + (off * w if w != 1 else off)
+
+
+@rule("tt.int_to_ptr")
+@rule("tt.ptr_to_int")
+def _ptrcast(ctx, op, x):
+    return x.astype(np.int64) if op.name == "tt.int_to_ptr" else x.astype(numpy_dtype(str(op.result.type.element)))
+
+
+# ------------------------------------------------------------------------------ block pointers
+class BlockPtr:
+    """A `tt.make_tensor_ptr` value: base address, shape/strides (elements), offsets, block shape."""
+
+    __slots__ = ("base", "shape", "strides", "offsets", "block", "elem")
+
+    def __init__(self, base, shape, strides, offsets, block, elem):
+        self.base, self.shape, self.strides, self.offsets = base, shape, strides, offsets
+        self.block, self.elem = block, elem
+
+    def addresses(self, check: list[int] | None):
+        """(address tensor, in-bounds mask over the checked dims or None), with a program axis."""
+        w = numpy_dtype(self.elem).itemsize
+        nd = len(self.block)
+        addr = _expand(self.base, nd)
+        mask = None
+        for d, n in enumerate(self.block):
+            shp = [1] * (nd + 1)
+            shp[d + 1] = n
+            i = _expand(self.offsets[d], nd).astype(np.int64) + np.arange(n, dtype=np.int64).reshape(shp)
+            addr = addr + i * (_expand(self.strides[d], nd) * w)
+            if check and d in check:
+                ok = (i >= 0) & (i < _expand(self.shape[d], nd))
+                mask = ok if mask is None else mask & ok
+        return addr, mask
+
+
+def _expand(x, nd):
+    x = np.asarray(x)
+    return x.reshape(x.shape[:1] + (1,) * nd)
+
+
+def _block_of(t) -> tuple[tuple[int, ...], str]:
+    pointee = t.pointee if isinstance(t, PointerType) else t.element.pointee
+    return tuple(pointee.shape), str(pointee.element)
+
+
+@rule("tt.make_tensor_ptr")
+def _make_block_ptr(ctx, op, base, *rest):
+    block, elem = _block_of(op.result.type)
+    nd = len(block)
+    shape, strides, offsets = rest[:nd], rest[nd:2 * nd], rest[2 * nd:3 * nd]
+    return BlockPtr(base, list(shape), list(strides), list(offsets), block, elem)
+
+
+@rule("tt.advance")
+def _advance(ctx, op, p, *deltas):
+    return BlockPtr(p.base, p.shape, p.strides, [o + d for o, d in zip(p.offsets, deltas)], p.block, p.elem)
+
+
+def _check_dims(op) -> list[int]:
+    bc = op.attrs.get("boundaryCheck", op.attrs.get("boundary_check"))
+    if bc is None:
+        return []
+    return [int(x) for x in (bc if isinstance(bc, (list, tuple)) else [bc])]
+
+
+def _padding(op, elem):
+    pad = op.attrs.get("padding")
+    if pad in (2, "2", "nan", "PAD_NAN"):
+        return np.array(np.nan, np.float32)
+    return None
+
+
+# --------------------------------------------------------------------------- loads and stores
+@rule("tt.load")
+def _load(ctx, op, ptr, mask=None, other=None):
+    if isinstance(ptr, BlockPtr):
+        addr, m = ptr.addresses(_check_dims(op))
+        return ctx.mem.load(ctx, op, addr, m, _padding(op, ptr.elem) if m is not None else None, ptr.elem)
+    return ctx.mem.load(ctx, op, ptr, mask, other, _pointee(op.operands[0].type))
+
+
+@rule("tt.store")
+def _store(ctx, op, ptr, val, mask=None):
+    if isinstance(ptr, BlockPtr):
+        addr, m = ptr.addresses(_check_dims(op))
+        return ctx.mem.store(ctx, op, addr, val, m, ptr.elem)
+    return ctx.mem.store(ctx, op, ptr, val, mask, _pointee(op.operands[0].type))
+
+
+# ---------------------------------------------------------------------------- tensor descriptors
+class TensorDesc:
+    """A `tt.make_tensor_descriptor` value (or a host TensorDescriptor argument)."""
+
+    __slots__ = ("base", "shape", "strides", "block", "elem")
+
+    def __init__(self, base, shape, strides, block, elem):
+        self.base, self.shape, self.strides, self.block, self.elem = base, shape, strides, block, elem
+
+    def at(self, offsets) -> BlockPtr:
+        return BlockPtr(self.base, self.shape, self.strides, list(offsets), self.block, self.elem)
+
+
+@rule("tt.make_tensor_descriptor")
+def _make_desc(ctx, op, base, *rest):
+    t = op.result.type
+    block, elem = tuple(t.block.shape), str(t.block.element)
+    nd = len(rest) // 2
+    return TensorDesc(base, [np.asarray(s, np.int64) for s in rest[:nd]],
+                      [np.asarray(s, np.int64) for s in rest[nd:2 * nd]], block, elem)
+
+
+def _desc_view(desc: TensorDesc, offsets, result_shape):
+    bp = desc.at(offsets[-len(desc.block):] if len(offsets) >= len(desc.block) else offsets)
+    return bp, list(range(len(desc.block)))
+
+
+@rule("tt.descriptor_load")
+def _desc_load(ctx, op, desc, *offsets):
+    bp, dims = _desc_view(desc, offsets, op.result.type.shape)
+    addr, m = bp.addresses(dims)
+    out = ctx.mem.load(ctx, op, addr, m, None, desc.elem)
+    return out.reshape(out.shape[:1] + tuple(op.result.type.shape))
+
+
+@rule("tt.descriptor_store")
+def _desc_store(ctx, op, desc, val, *offsets):
+    bp, dims = _desc_view(desc, offsets, None)
+    addr, m = bp.addresses(dims)
+    val = np.asarray(val)
+    ctx.mem.store(ctx, op, addr, val.reshape(val.shape[:1] + tuple(desc.block)), m, desc.elem)
+
+
+# ------------------------------------------------------------------------------------- atomics
+_RMW = {"add": "add", "fadd": "fadd", "max": "max", "min": "min", "umax": "umax", "umin": "umin",
+        "and": "and", "or": "or", "xor": "xor", "exch": "exch", "xchg": "exch"}
+
+
+@rule("tt.atomic_rmw")
+def _atomic_rmw(ctx, op, ptr, val, mask=None):
+    kind = op.attrs.get("atomic_rmw_op") or op.attrs.get("keywords", ["add"])[0]
+    return ctx.mem.atomic(ctx, op, _RMW.get(str(kind).lower(), str(kind).lower()), ptr, val, mask,
+                          _pointee(op.operands[0].type))
+
+
+@rule("tt.atomic_cas")
+def _atomic_cas(ctx, op, ptr, cmp, val):
+    return ctx.mem.atomic(ctx, op, "cas", ptr, val, None, _pointee(op.operands[0].type), cmp=cmp)

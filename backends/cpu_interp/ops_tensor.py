@@ -1,0 +1,263 @@
+"""Shape ops, reductions, scans, dot, histogram, program ids, assert and print.
+
+Values carry a leading program axis (P, or 1 when every program holds the same value), so a TTIR
+axis `a` is numpy axis `a + 1`.
+"""
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+
+import numpy as np
+
+from sdk.errors import KernelFault
+from sdk.ttir import PointerType, ScalarType
+
+from .memory import compute_dtype
+from .table import rule
+
+
+def _dt(t) -> np.dtype:
+    e = t.element
+    return np.dtype(np.int64) if isinstance(e, PointerType) else compute_dtype(str(e))
+
+
+def _lead(*xs):
+    """Broadcast the leading (program) axes of several arrays to a common length."""
+    n = max(np.shape(x)[0] for x in xs)
+    return [x if x.shape[0] == n else np.broadcast_to(x, (n,) + x.shape[1:]) for x in xs]
+
+
+# --------------------------------------------------------------------------------- program ids
+@rule("tt.get_program_id")
+def _pid(ctx, op):
+    return ctx.pid[op.attrs["axis"]]
+
+
+@rule("tt.get_num_programs")
+def _nprog(ctx, op):
+    return np.array([ctx.grid[op.attrs["axis"]]], np.int32)
+
+
+# ------------------------------------------------------------------------------------- shapes
+@lru_cache(maxsize=None)
+def _arange(start: int, end: int) -> np.ndarray:
+    a = np.arange(start, end, dtype=np.int32)[None]
+    a.setflags(write=False)
+    return a
+
+
+@rule("tt.make_range")
+def _range(ctx, op):
+    return _arange(int(op.attrs["start"]), int(op.attrs["end"]))
+
+
+@rule("tt.splat")
+def _splat(ctx, op, x):
+    shape = op.result.type.shape
+    x = np.asarray(x)
+    if x.ndim == 0:
+        x = x.reshape(1)
+    return np.broadcast_to(x.reshape(x.shape[:1] + (1,) * len(shape)), x.shape[:1] + tuple(shape))
+
+
+@rule("tt.unsplat")
+def _unsplat(ctx, op, x):
+    return x.reshape(x.shape[:1])
+
+
+@rule("tt.broadcast")
+def _broadcast(ctx, op, x):
+    return np.broadcast_to(x, x.shape[:1] + tuple(op.result.type.shape))
+
+
+@rule("tt.expand_dims")
+def _expand_dims(ctx, op, x):
+    return np.expand_dims(x, int(op.attrs["axis"]) + 1)
+
+
+@rule("tt.reshape")
+def _reshape(ctx, op, x):
+    return x.reshape(x.shape[:1] + tuple(op.result.type.shape))
+
+
+@rule("tt.trans")
+def _trans(ctx, op, x):
+    order = op.attrs.get("order", [1, 0])
+    return np.transpose(x, (0,) + tuple(int(o) + 1 for o in order))
+
+
+@rule("tt.join")
+def _join(ctx, op, a, b):
+    a, b = _lead(a, b)
+    return np.stack([a, b], axis=-1)
+
+
+@rule("tt.split")
+def _split(ctx, op, x):
+    return x[..., 0], x[..., 1]
+
+
+@rule("tt.cat")
+def _cat(ctx, op, a, b):
+    a, b = _lead(a, b)
+    return np.concatenate([a, b], axis=1)
+
+
+@rule("tt.gather")
+def _gather(ctx, op, src, idx):
+    src, idx = _lead(src, idx)
+    ax = int(op.attrs.get("axis", 0)) + 1
+    return np.take_along_axis(src, idx.astype(np.int64), axis=ax)
+
+
+@rule("tt.histogram")
+def _histogram(ctx, op, x, mask=None):
+    nb = op.result.type.shape[0]
+    x = x.astype(np.int64)
+    ok = (x >= 0) & (x < nb)
+    if mask is not None:
+        ok &= mask
+    n = x.shape[0]
+    flat = (x + np.arange(n).reshape((n,) + (1,) * (x.ndim - 1)) * nb)[ok]
+    return np.bincount(flat, minlength=n * nb).reshape(n, nb).astype(_dt(op.result.type))
+
+
+# ------------------------------------------------------------------------------ reduce and scan
+_FAST_REDUCE = {"arith.addf": np.add, "arith.addi": np.add, "arith.mulf": np.multiply, "arith.muli": np.multiply,
+                "arith.maxnumf": np.fmax, "arith.minnumf": np.fmin, "arith.maximumf": np.maximum,
+                "arith.minimumf": np.minimum, "arith.maxsi": np.maximum, "arith.minsi": np.minimum,
+                "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or, "arith.xori": np.bitwise_xor}
+_EXACT_TYPES = {"f32", "f64", "f16", "i1", "i8", "i16", "i32", "i64"}
+
+
+def _fast_combine(op):
+    """The numpy ufunc of a one-op combine region over plain types, or None."""
+    cached = op.__dict__.get("_fast")
+    if cached is not None:
+        return cached or None
+    fn = False
+    region = op.regions[0]
+    if len(op.operands) == 1 and len(region.blocks) == 1:
+        ops = region.blocks[0].ops
+        if (len(ops) == 2 and ops[0].name in _FAST_REDUCE and ops[1].operands == [ops[0].result]
+                and ops[0].operands == region.blocks[0].args and str(op.operands[0].type.element) in _EXACT_TYPES):
+            fn = _FAST_REDUCE[ops[0].name]
+    op.__dict__["_fast"] = fn
+    return fn or None
+
+
+@rule("tt.reduce")
+def _reduce(ctx, op, *xs):
+    ax = int(op.attrs["axis"]) + 1
+    fast = _fast_combine(op)
+    if fast is not None:
+        x = xs[0]
+        return fast.reduce(x, axis=ax, dtype=x.dtype)
+    region = op.regions[0]
+    vals = [np.moveaxis(np.asarray(x), ax, -1) for x in _lead(*xs)]
+    while vals[0].shape[-1] > 1:
+        n = vals[0].shape[-1]
+        h = n // 2
+        left = [v[..., 0:2 * h:2] for v in vals]
+        right = [v[..., 1:2 * h:2] for v in vals]
+        comb = ctx.run(region, left + right)
+        comb = [np.broadcast_to(c, left[0].shape) for c in comb]
+        if n % 2:
+            comb = [np.concatenate([c, v[..., n - 1:]], axis=-1) for c, v in zip(comb, vals)]
+        vals = comb
+    out = [np.ascontiguousarray(v[..., 0]).astype(_dt(r.type), copy=False) for v, r in zip(vals, op.results)]
+    return out[0] if len(out) == 1 else out
+
+
+_FAST_SCAN = {"arith.addf": np.add, "arith.addi": np.add, "arith.mulf": np.multiply, "arith.muli": np.multiply,
+              "arith.maxnumf": np.fmax, "arith.minnumf": np.fmin, "arith.maximumf": np.maximum,
+              "arith.minimumf": np.minimum, "arith.maxsi": np.maximum, "arith.minsi": np.minimum}
+
+
+@rule("tt.scan")
+def _scan(ctx, op, *xs):
+    ax = int(op.attrs["axis"]) + 1
+    rev = bool(op.attrs.get("reverse", False))
+    xs = [np.flip(x, ax) if rev else x for x in _lead(*xs)]
+    fast = _fast_combine(op)
+    if fast is not None and fast in _FAST_SCAN.values():
+        outs = [fast.accumulate(xs[0], axis=ax, dtype=xs[0].dtype)]
+    else:
+        region = op.regions[0]
+        vals = [np.moveaxis(x, ax, 0) for x in xs]
+        outs_t = [np.empty_like(v) for v in vals]
+        acc = [v[0] for v in vals]
+        for o, a in zip(outs_t, acc):
+            o[0] = a
+        for i in range(1, vals[0].shape[0]):
+            acc = ctx.run(region, acc + [v[i] for v in vals])
+            for o, a in zip(outs_t, acc):
+                o[i] = a
+        outs = [np.moveaxis(o, 0, ax) for o in outs_t]
+    outs = [np.flip(o, ax) if rev else o for o in outs]
+    outs = [o.astype(_dt(r.type), copy=False) for o, r in zip(outs, op.results)]
+    return outs[0] if len(outs) == 1 else outs
+
+
+# ---------------------------------------------------------------------------------------- dot
+@rule("tt.dot")
+def _dot(ctx, op, a, b, c):
+    """fp inputs (f16, bf16, fp8, f32 incl. tf32 precision) are multiplied and accumulated in fp32
+    (f64 in f64); int8 in int32. tf32/tf32x3/bf16x3 input precisions are computed in full fp32."""
+    out_dt = _dt(op.result.type)
+    if out_dt.kind in "iu":
+        acc = np.matmul(a.astype(np.int64), b.astype(np.int64)) + c
+        return acc.astype(out_dt)
+    work = np.float64 if out_dt == np.float64 or a.dtype == np.float64 else np.float32
+    prod = np.matmul(a.astype(work, copy=False), b.astype(work, copy=False))
+    out = prod + c.astype(work, copy=False)
+    if str(op.result.type.element) == "bf16":
+        from .memory import from_raw, to_raw
+        return from_raw("bf16", to_raw("bf16", out.astype(np.float32)))
+    return out.astype(out_dt, copy=False)
+
+
+@rule("tt.dot_scaled")
+def _dot_scaled(ctx, op, a, b, c, *scales):
+    """Microscaled dot: a/b given with e8m0 scales (one per 32 elements along K); computed in fp32.
+    Supports element types whose values arrive already decoded (bf16/fp16/fp8)."""
+    a_scale = scales[0] if len(scales) > 0 else None
+    b_scale = scales[1] if len(scales) > 1 else None
+    af, bf = a.astype(np.float32), b.astype(np.float32)
+    if a_scale is not None and np.size(a_scale):
+        s = np.exp2(a_scale.astype(np.float32) - 127.0)
+        af = af * np.repeat(s, af.shape[-1] // s.shape[-1], axis=-1)
+    if b_scale is not None and np.size(b_scale):
+        s = np.exp2(b_scale.astype(np.float32) - 127.0)  # (P, N, K/32)
+        bf = bf * np.swapaxes(np.repeat(s, bf.shape[-2] // s.shape[-1], axis=-1), -1, -2)
+    return (np.matmul(af, bf) + c).astype(_dt(op.result.type))
+
+
+# ------------------------------------------------------------------------------- assert, print
+@rule("tt.assert")
+def _assert(ctx, op, cond, *rest):
+    c = np.asarray(cond)
+    bad = ~c.astype(bool)
+    if ctx.active is not None:
+        bad = bad & ctx.lanes(bad.ndim)
+    if bad.any():
+        from .interp import where
+        lane = int(np.argmax(bad.reshape(bad.shape[0], -1).any(axis=1))) if bad.shape[0] > 1 else 0
+        msg = op.attrs.get("message", "")
+        raise KernelFault(f"device assertion failed in program {ctx.pid_of(lane)} at {where(op)}"
+                          + (f" ({msg})" if msg else ""))
+
+
+@rule("tt.print")
+def _print(ctx, op, *vals):
+    from .interp import where
+    prefix = op.attrs.get("prefix", "")
+    for lane in range(ctx.P):
+        if ctx.active is not None and not ctx.active[lane]:
+            continue
+        parts = [np.asarray(v)[lane if np.shape(v)[0] > 1 else 0] for v in vals]
+        text = " ".join(np.array2string(np.asarray(p), threshold=64) for p in parts)
+        print(f"pid {ctx.pid_of(lane)} {prefix}{text}" if prefix else f"pid {ctx.pid_of(lane)} "
+              f"[{op.loc}] {text}", file=sys.stdout)
+    sys.stdout.flush()

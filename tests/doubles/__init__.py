@@ -1,0 +1,1 @@
+"""Test doubles for the conformance runner: a tiny kernel suite and a misbehaving backend."""

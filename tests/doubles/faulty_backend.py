@@ -1,0 +1,25 @@
+"""A backend double: cpu_interp, except that it segfaults launching any kernel whose name contains
+"crash" and hangs launching one whose name contains "hang". Register it with
+DAY0_BACKENDS="faulty=doubles.faulty_backend:FaultyBackend"."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+from backends.cpu_interp import CpuInterpBackend
+from sdk.backend import Target
+
+
+class FaultyBackend(CpuInterpBackend):
+    name = "faulty"
+    target = Target(backend="faulty", arch="host", warp_size=1, vector_width=1, device_model="host_cpu")
+
+    def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
+        name = kernel.entry.name
+        if "crash" in name:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if "hang" in name:
+            time.sleep(1e6)
+        super().launch(kernel, grid, args, stream)

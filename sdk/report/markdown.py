@@ -1,0 +1,138 @@
+"""The coverage report as Markdown (what `day0 report` prints by default)."""
+from __future__ import annotations
+
+from ..conformance.results import COMPILE_STATUSES, RUN_STATUSES
+from .model import GAPS, NO, RUNS, UNTESTED, Report, Verdict, group_label, status_totals
+
+MAX_FAILURES = 40
+MAX_UNLOCK = 20
+VERDICT_MARK = {RUNS: "runs", GAPS: "runs with gaps", NO: "does not run", UNTESTED: "not tested"}
+
+
+def esc(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(esc(h) for h in header) + " |",
+           "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def why(v: Verdict) -> str:
+    parts = []
+    if v.blocking:
+        parts.append("no item passes: " + ", ".join(v.blocking))
+    if v.partial:
+        parts.append("some items fail: " + ", ".join(v.partial))
+    if v.untested:
+        parts.append("not run: " + ", ".join(v.untested))
+    if v.missing:
+        parts.append("not covered by the suite: " + ", ".join(v.missing))
+    return "; ".join(parts)
+
+
+def fmt_time(t: float | None) -> str:
+    if t is None:
+        return "?"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if t >= scale:
+            return f"{t / scale:.3g} {unit}"
+    return f"{t * 1e9:.3g} ns"
+
+
+def render(report: Report) -> str:
+    cols = report.columns
+    out = ["# Day-0 coverage report", ""]
+    out.append(f"Suite version `{report.suite_version}`; {len(cols)} device column(s); "
+               f"{len(report.models)} model(s). A cell reads `kernels passed/needed (items passed/run)`; "
+               "on a compile-only column \"passed\" means \"compiled\".")
+    out.append("")
+    for w in report.warnings:
+        out.append(f"> warning: {w}")
+    totals = status_totals(report)
+    out += table(["column", "device", "backend", "arch", "mode", "items", "statuses"],
+                 [[c.key, c.device or "?", c.backend, c.arch or "?",
+                   "compile-only" if c.compile_only else "run", str(sum(totals[c.key].values())),
+                   ", ".join(f"{n} {s}" for s, n in sorted(totals[c.key].items()))] for c in cols])
+    out += ["", "## Models", ""]
+    out += table(["model"] + [c.label for c in cols],
+                 [[m.name] + [VERDICT_MARK[m.verdicts[c.key].verdict] for c in cols]
+                  for m in report.models])
+    for m in report.models:
+        out += ["", f"### {m.name}", ""]
+        for c in cols:
+            v = m.verdicts[c.key]
+            reason = why(v)
+            out.append(f"- **{c.label}**: {v.verdict}" + (f" ({reason})" if reason else ""))
+        out.append("")
+        header = ["kernel group"] + [f"{c.label}: {c.verb}" for c in cols]
+        if len(cols) > 1:
+            header.append("same on every device")
+        rows = []
+        for g in m.groups:
+            row = [g.label] + [g.cells[c.key].text() for c in cols]
+            if len(cols) > 1:
+                row.append("same" if g.same else "different (" + ", ".join(g.differs) + ")")
+            rows.append(row)
+        out += table(header, rows)
+        if report.sims:
+            out.append("")
+            sim_devs = [s.device for s in report.sims]
+            header = ["kernel", "group"] + [c.label for c in cols]
+            for d in sim_devs:
+                header += [f"{d}: predicted time", f"{d}: fits"]
+            rows = []
+            for k in m.kernel_rows:
+                row = [k.kernel, group_label(k.group)] + [
+                    f"{k.cells[c.key][0]}/{k.cells[c.key][1]}" for c in cols]
+                for d in sim_devs:
+                    s = k.sim.get(d)
+                    row += ["-", "-"] if s is None else [
+                        fmt_time(s.time_s),
+                        "?" if s.fits is None else "yes" if s.fits else f"no ({s.why})" if s.why else "no"]
+                rows.append(row)
+            out += table(header, rows)
+        if m.missing:
+            out += ["", "Not covered by the suite: " + ", ".join(m.missing)]
+    out += ["", "## Devices"]
+    for d in report.devices:
+        c = d.column
+        out += ["", f"### {c.label}", "", "Files: " + ", ".join(f"`{f}`" for f in d.files), ""]
+        statuses = [s for s in (COMPILE_STATUSES if c.compile_only else RUN_STATUSES)]
+        extra = sorted({s for g in d.counts.values() for s in g} - set(statuses))
+        statuses += extra
+        rows = [[group_label(g)] + [str(cnt.get(s, 0)) for s in statuses] for g, cnt in d.counts.items()]
+        out += table(["group"] + statuses, rows)
+        if d.failures:
+            out += ["", f"Items that did not {'compile' if c.compile_only else 'pass'} "
+                    f"({len(d.failures)}):", ""]
+            for f in d.failures[:MAX_FAILURES]:
+                arch = f"@{f.arch}" if f.arch and f.arch != c.arch else ""
+                out.append(f"- `{f.kernel}` {f.case}/{f.dtype}{arch}: **{f.status}**"
+                           + (f": {esc(f.detail)}" if f.detail else ""))
+            if len(d.failures) > MAX_FAILURES:
+                out.append(f"- ... and {len(d.failures) - MAX_FAILURES} more")
+    out += ["", "## What to implement next", "",
+            "Per device column, ranked by how many models a single fix would complete "
+            "(an op unlocks a model when it is the only thing that model's failing items miss)."]
+    for c in cols:
+        entries = report.unlock.get(c.key, [])
+        out += ["", f"### {c.label}", ""]
+        if not entries:
+            out.append("Nothing to fix: no item failed here.")
+            continue
+        for i, e in enumerate(entries[:MAX_UNLOCK], 1):
+            what = f"missing op `{e.name}`" if e.kind == "op" else f"fix kernel `{e.name}`"
+            line = f"{i}. {what}: " + e.line()[len(e.name) + 2:]
+            if e.affects:
+                line += f"; needed by {', '.join(e.affects)}"
+            if e.kind == "op":
+                line += f" (kernels: {', '.join(e.kernels)})"
+            elif e.detail:
+                line += f" -- {esc(e.detail[:200])}"
+            out.append(line)
+        if len(entries) > MAX_UNLOCK:
+            out.append(f"... and {len(entries) - MAX_UNLOCK} more")
+    return "\n".join(out) + "\n"

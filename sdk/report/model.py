@@ -1,0 +1,247 @@
+"""The coverage report as data: per model, per device column, and the unlock list.
+
+Verdict of a model on a device column (K = the kernels the model's manifest needs):
+  runs            every kernel of K was run there and passed every item (case x dtype), and the
+                  manifest lists no family the suite does not cover;
+  runs with gaps  every kernel of K that was run passed at least one item, but some item failed, some
+                  kernel of K was not run there, or the manifest lists families the suite does not
+                  cover (the model may run, but this run does not prove all of it);
+  does not run    some kernel of K passed none of its items: a kernel group the model needs has a
+                  kernel that cannot run at all;
+  not tested      no kernel of K was run there.
+On a compile-only column "passed" means "compiled": the verdict says whether the model would run as
+far as compiling can tell, and the column is labelled "compiled".
+
+A group row is "same" across columns when, for every kernel of that group the model needs, exactly
+the same items (case, dtype) pass on every column; otherwise "different", naming the kernels.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..conformance.results import PASSING, STATUSES, Record
+from .inputs import Column, ColumnData, Inputs, ModelNeeds, SimKernel, SimResult
+
+RUNS, GAPS, NO, UNTESTED = "runs", "runs with gaps", "does not run", "not tested"
+VERDICTS = (RUNS, GAPS, NO, UNTESTED)
+
+#: display names and order of the suite's groups (others follow alphabetically)
+GROUP_LABELS = {"rope": "RoPE/mRoPE", "mamba_conv": "Mamba conv", "fla_gdn": "FLA GDN", "moe": "MoE",
+                "sampling": "sampling", "norms": "norms", "attention": "attention",
+                "activation": "activation", "gemm": "GEMM"}
+NOT_RUN_GROUP = "(not run)"
+
+
+def group_label(group: str) -> str:
+    return GROUP_LABELS.get(group, group)
+
+
+def group_order(group: str) -> tuple[int, str]:
+    order = list(GROUP_LABELS)
+    return (order.index(group), group) if group in order else (len(order), group)
+
+
+@dataclass
+class Cell:
+    """One group of one model on one column."""
+
+    kernels_passed: int  # kernels of the group whose every item passed
+    kernels: int         # kernels of the group the model needs
+    items_passed: int
+    items: int
+
+    def text(self) -> str:
+        if not self.items:
+            return "not run"
+        return f"{self.kernels_passed}/{self.kernels} ({self.items_passed}/{self.items})"
+
+
+@dataclass
+class GroupRow:
+    group: str
+    label: str
+    kernels: list[str]
+    cells: dict[str, Cell]
+    same: bool | None            # None with fewer than two columns
+    differs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class KernelRow:
+    kernel: str
+    group: str
+    cells: dict[str, list[int]]          # column key -> [passed, total]
+    sim: dict[str, SimKernel] = field(default_factory=dict)  # sim device -> prediction
+
+
+@dataclass
+class Verdict:
+    verdict: str
+    blocking: list[str] = field(default_factory=list)   # kernels with no passing item
+    partial: list[str] = field(default_factory=list)    # kernels with some failing items
+    untested: list[str] = field(default_factory=list)   # needed kernels not run on this column
+    missing: list[str] = field(default_factory=list)    # families the suite does not cover
+
+
+@dataclass
+class ModelReport:
+    name: str
+    kernels: list[str]
+    verdicts: dict[str, Verdict]
+    groups: list[GroupRow]
+    kernel_rows: list[KernelRow]
+    missing: list[str]
+
+
+@dataclass
+class Failure:
+    kernel: str
+    case: str
+    dtype: str
+    arch: str
+    status: str
+    detail: str
+
+
+@dataclass
+class DeviceReport:
+    column: Column
+    files: list[str]
+    counts: dict[str, dict[str, int]]   # group -> status -> n
+    failures: list[Failure]
+
+
+@dataclass
+class Report:
+    suite_version: str
+    columns: list[Column]
+    models: list[ModelReport]
+    devices: list[DeviceReport]
+    unlock: dict[str, list[Any]]       # column key -> [UnlockEntry]
+    sims: list[SimResult]
+    warnings: list[str]
+
+    def column(self, key: str) -> Column:
+        return next(c for c in self.columns if c.key == key)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["columns"] = [{**asdict(c), "key": c.key, "label": c.label, "verb": c.verb}
+                           for c in self.columns]
+        for d, dev in zip(data["devices"], self.devices):
+            d["column"] = dev.column.key
+        data["sims"] = [{"device": s.device, "path": s.path} for s in self.sims]
+        data["format"] = "day0-report/1"
+        return data
+
+
+def _by_kernel(records: list[Record]) -> dict[str, list[Record]]:
+    out: dict[str, list[Record]] = {}
+    for r in records:
+        out.setdefault(r.kernel, []).append(r)
+    return out
+
+
+def verdict_for(needs: ModelNeeds, by_kernel: dict[str, list[Record]]) -> Verdict:
+    v = Verdict(UNTESTED, missing=list(needs.missing))
+    for k in needs.kernels:
+        recs = by_kernel.get(k)
+        if not recs:
+            v.untested.append(k)
+            continue
+        passed = sum(r.status in PASSING for r in recs)
+        if passed == 0:
+            v.blocking.append(k)
+        elif passed < len(recs):
+            v.partial.append(k)
+    if len(v.untested) == len(needs.kernels):
+        v.verdict = UNTESTED
+    elif v.blocking:
+        v.verdict = NO
+    elif v.partial or v.untested or v.missing:
+        v.verdict = GAPS
+    else:
+        v.verdict = RUNS
+    return v
+
+
+def _passing_items(recs: list[Record]) -> frozenset[tuple[str, str]]:
+    return frozenset((r.case, r.dtype) for r in recs if r.status in PASSING)
+
+
+def model_report(needs: ModelNeeds, columns: list[ColumnData], groups: dict[str, str],
+                 sims: list[SimResult]) -> ModelReport:
+    per_col = {c.column.key: _by_kernel(c.records) for c in columns}
+    verdicts = {key: verdict_for(needs, bk) for key, bk in per_col.items()}
+    by_group: dict[str, list[str]] = {}
+    for k in needs.kernels:
+        by_group.setdefault(groups.get(k, NOT_RUN_GROUP), []).append(k)
+    rows: list[GroupRow] = []
+    for group in sorted(by_group, key=group_order):
+        ks = by_group[group]
+        cells: dict[str, Cell] = {}
+        for key, bk in per_col.items():
+            cell = Cell(0, len(ks), 0, 0)
+            for k in ks:
+                recs = bk.get(k, [])
+                passed = sum(r.status in PASSING for r in recs)
+                cell.items += len(recs)
+                cell.items_passed += passed
+                cell.kernels_passed += bool(recs) and passed == len(recs)
+            cells[key] = cell
+        differs = [k for k in ks if len({_passing_items(bk.get(k, [])) for bk in per_col.values()}) > 1]
+        same = None if len(per_col) < 2 else not differs
+        rows.append(GroupRow(group, group_label(group), ks, cells, same, differs))
+    kernel_rows = []
+    for k in needs.kernels:
+        cells = {}
+        for key, bk in per_col.items():
+            recs = bk.get(k, [])
+            cells[key] = [sum(r.status in PASSING for r in recs), len(recs)]
+        sim = {s.device: s.kernels[k] for s in sims if k in s.kernels}
+        kernel_rows.append(KernelRow(k, groups.get(k, NOT_RUN_GROUP), cells, sim))
+    return ModelReport(needs.name, list(needs.kernels), verdicts, rows, kernel_rows, list(needs.missing))
+
+
+def device_report(data: ColumnData, detail_chars: int = 300) -> DeviceReport:
+    counts: dict[str, dict[str, int]] = {}
+    failures = []
+    for r in data.records:
+        g = counts.setdefault(r.group or "?", {})
+        g[r.status] = g.get(r.status, 0) + 1
+        if r.status not in PASSING:
+            detail = r.detail if len(r.detail) <= detail_chars else r.detail[:detail_chars - 3] + "..."
+            failures.append(Failure(r.kernel, r.case, r.dtype, r.arch, r.status, detail))
+    order = {s: i for i, s in enumerate(STATUSES)}
+    failures.sort(key=lambda f: (f.kernel, order.get(f.status, 99), f.case, f.dtype))
+    counts = {g: dict(sorted(c.items(), key=lambda kv: order.get(kv[0], 99)))
+              for g, c in sorted(counts.items(), key=lambda kv: group_order(kv[0]))}
+    return DeviceReport(data.column, list(data.files), counts, failures)
+
+
+def build_report(inputs: Inputs, needs: dict[str, ModelNeeds], sims: list[SimResult] = ()) -> Report:
+    from .unlock import unlock_list
+    groups: dict[str, str] = {}
+    for c in inputs.columns:
+        for r in c.records:
+            if r.group:
+                groups.setdefault(r.kernel, r.group)
+    sims = list(sims)
+    models = [model_report(needs[m], inputs.columns, groups, sims) for m in sorted(needs)]
+    devices = [device_report(c) for c in inputs.columns]
+    unlock = {c.column.key: unlock_list(c.records, needs) for c in inputs.columns}
+    return Report(inputs.suite_version, [c.column for c in inputs.columns], models, devices, unlock,
+                  sims, list(inputs.warnings))
+
+
+def status_totals(report: Report) -> dict[str, Counter]:
+    """Column key -> status -> items (all groups)."""
+    out: dict[str, Counter] = {}
+    for d in report.devices:
+        c: Counter = Counter()
+        for statuses in d.counts.values():
+            c.update(statuses)
+        out[d.column.key] = c
+    return out

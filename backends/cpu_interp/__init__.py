@@ -5,10 +5,10 @@ it starts, so the backend itself loads only when `CpuInterpBackend` is first ask
 
 
 def __getattr__(name: str):
-    if name == "CpuInterpBackend":
-        from .backend import CpuInterpBackend
-        return CpuInterpBackend
+    if name in ("CpuInterpBackend", "extra_tensors"):
+        from . import backend
+        return getattr(backend, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["CpuInterpBackend"]
+__all__ = ["CpuInterpBackend", "extra_tensors"]

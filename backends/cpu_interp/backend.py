@@ -1,6 +1,8 @@
 """The cpu_interp Backend: the contract's hooks, each a few lines over the interpreter."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import ctypes
 from typing import Any
 
@@ -42,4 +44,19 @@ class CpuInterpBackend(Backend):
         return DeviceArg(name=name, address=start, nbytes=max(nbytes, 0), dtype=dtype, handle=buf)
 
     def launch(self, kernel: Program, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
-        kernel.run(grid, args)
+        extra = [self.to_device(t, f"extra[{k}]") for k, t in enumerate(_EXTRA.get())]
+        kernel.run(grid, args, extra)
+
+
+_EXTRA: contextvars.ContextVar[tuple] = contextvars.ContextVar("day0_cpu_interp_extra", default=())
+
+
+@contextlib.contextmanager
+def extra_tensors(tensors):
+    """Tensors that kernels launched inside reach through raw addresses (pointer tables, as in a
+    grouped GEMM) rather than as arguments: their memory becomes addressable and bounds-checked."""
+    token = _EXTRA.set(tuple(_EXTRA.get()) + tuple(tensors))
+    try:
+        yield
+    finally:
+        _EXTRA.reset(token)

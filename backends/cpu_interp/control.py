@@ -11,7 +11,7 @@ import numpy as np
 
 from sdk.errors import KernelFault
 
-from .table import rule
+from .table import TABLE, rule
 
 
 def _lane(ctx, mask: np.ndarray, x):
@@ -146,3 +146,13 @@ def _call(ctx, op, *args):
     callee = op.attrs["callee"]
     out = ctx.call(getattr(callee, "name", callee), list(args))
     return out if len(op.results) != 1 else out[0]
+
+
+# Terminators: the interpreter reads their operands directly (they end a block); the rules exist so
+# that the lowering table names every op it handles.
+def _terminator(ctx, op, *vals):
+    return list(vals)
+
+
+for _name in ("tt.return", "scf.yield", "scf.condition", "tt.reduce.return", "tt.scan.return"):
+    TABLE.register(_name, _terminator)

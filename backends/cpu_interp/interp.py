@@ -182,13 +182,13 @@ class Program:
                               f"{type(exc).__name__}: {exc}") from None
         return [env[k] for k in code.out]
 
-    def run(self, grid: tuple[int, int, int], args: list[Any]) -> None:
+    def run(self, grid: tuple[int, int, int], args: list[Any], extra: list[DeviceArg] = ()) -> None:
         func = self.entry
         gx, gy, gz = (int(g) for g in grid)
         total = gx * gy * gz
         if total == 0:
             return
-        mem = Memory([a for a in args if isinstance(a, DeviceArg)], self.flags, self.unaligned)
+        mem = Memory([a for a in args if isinstance(a, DeviceArg)] + list(extra), self.flags, self.unaligned)
         values = []
         for v, a in zip(func.args, args):
             if isinstance(a, DeviceArg):
@@ -242,7 +242,7 @@ def _constant(rule: Callable, op: Op) -> np.ndarray:
 
 def _step(rule: Callable, op: Op, ins: list[int], outs: list[int]) -> Callable:
     n_in = len(ins)
-    if len(outs) == 1:
+    if len(outs) == 1 and not op.name.startswith("scf."):
         k = outs[0]
         if n_in == 1:
             a = ins[0]
@@ -265,6 +265,12 @@ def _step(rule: Callable, op: Op, ins: list[int], outs: list[int]) -> Callable:
     elif not outs:
         def step(ctx, env):
             rule(ctx, op, *[env[i] for i in ins])
+    elif len(outs) == 1:
+        k = outs[0]
+
+        def step(ctx, env):
+            res = rule(ctx, op, *[env[i] for i in ins])
+            env[k] = res[0] if isinstance(res, (list, tuple)) else res
     else:
         def step(ctx, env):
             res = rule(ctx, op, *[env[i] for i in ins])

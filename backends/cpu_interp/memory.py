@@ -133,7 +133,7 @@ class Memory:
     def load(self, ctx, op, ptr: np.ndarray, mask, other, elem: str) -> np.ndarray:
         dt = numpy_dtype(elem)
         w = dt.itemsize
-        shape = _bshape(ptr, mask, other)
+        shape = _bshape(ctx, ptr, mask, other)
         addr = np.broadcast_to(ptr, shape)
         m = _live(ctx, mask, shape)
         cdt = compute_dtype(elem)
@@ -151,7 +151,7 @@ class Memory:
     def store(self, ctx, op, ptr: np.ndarray, val, mask, elem: str) -> None:
         dt = numpy_dtype(elem)
         w = dt.itemsize
-        shape = _bshape(ptr, mask, val)
+        shape = _bshape(ctx, ptr, mask, val)
         addr = np.broadcast_to(ptr, shape)
         m = _live(ctx, mask, shape)
         if m is not None and not m.any():
@@ -174,7 +174,7 @@ class Memory:
         """Read-modify-write on every live lane, lanes in program order (a serial order)."""
         dt = numpy_dtype(elem)
         w = dt.itemsize
-        shape = _bshape(ptr, mask, val, cmp)
+        shape = _bshape(ctx, ptr, mask, val, cmp)
         addr = np.broadcast_to(ptr, shape)
         m = _live(ctx, mask, shape)
         cdt = compute_dtype(elem)
@@ -258,8 +258,11 @@ def _where(op) -> str:
     return where(op)
 
 
-def _bshape(*xs) -> tuple[int, ...]:
-    return np.broadcast_shapes(*[np.shape(x) for x in xs if x is not None])
+def _bshape(ctx, *xs) -> tuple[int, ...]:
+    shape = np.broadcast_shapes(*[np.shape(x) for x in xs if x is not None])
+    if ctx is not None and ctx.active is not None and shape[0] != ctx.P:
+        shape = (ctx.P,) + tuple(shape[1:])
+    return shape
 
 
 def _live(ctx, mask, shape) -> np.ndarray | None:

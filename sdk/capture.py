@@ -6,12 +6,23 @@ uses it to learn which ops the suite needs; tests use it to get TTIR for any ker
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .backend import Backend, DeviceArg, KernelInfo, LoweringTable, Options, Target, registry
 from .ttir import Module, Op
 
 NAME = "ttir_capture"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One captured launch: the kernel's TTIR, its grid and its runtime arguments (tensor
+    arguments as DeviceArgs carrying their extents, scalars as they were passed)."""
+
+    module: Module
+    grid: tuple[int, int, int]
+    args: list
 
 
 class _AcceptAll(LoweringTable):
@@ -29,6 +40,7 @@ class CaptureBackend(Backend):
     def __init__(self) -> None:
         super().__init__()
         self.modules: list[Module] = []
+        self.launches: list[Launch] = []
 
     def lowering_table(self) -> LoweringTable:
         return _AcceptAll()
@@ -41,10 +53,13 @@ class CaptureBackend(Backend):
         return parse(artifact.decode())
 
     def to_device(self, tensor: Any, name: str) -> DeviceArg:
-        return DeviceArg(name, tensor.data_ptr(), 0, "", None)
+        from .numerics import TORCH_TO_TTIR
+        dtype = TORCH_TO_TTIR.get(str(tensor.dtype).replace("torch.", ""), "")
+        return DeviceArg(name, tensor.data_ptr(), tensor.numel() * tensor.element_size(), dtype, None)
 
     def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
         self.modules.append(kernel)
+        self.launches.append(Launch(kernel, tuple(grid), list(args)))
 
 
 class capture:
@@ -56,6 +71,8 @@ class capture:
             registry.register(CaptureBackend)
         self.backend = registry.get(NAME)
         self.backend.modules = []
+        self.backend.launches = []
+        self.launches = self.backend.launches
         self._activation = activate(NAME)
         return self.backend.modules
 

@@ -1,0 +1,84 @@
+"""`day0 simulate`: would each suite kernel fit a device model, and how long would it take there."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..errors import Day0Error, UnknownName
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "simulate", help="predict fit and time of suite kernels on device models",
+        description="Capture each conformance kernel's launches (nothing runs), read their TTIR, and "
+                    "predict for each device model whether every program fits (on-chip memory, grid "
+                    "limits, dtype paths) and how long the kernel takes (roofline with waves). "
+                    "Write the result with --out and pass it to `day0 report --sim`.")
+    p.add_argument("--device", action="append", required=True, metavar="D",
+                   help="device model name or YAML path (repeat or comma-separate)")
+    p.add_argument("--kernels", default="", help="comma-separated kernel names (default: all)")
+    p.add_argument("--groups", default="", help="comma-separated kernel groups")
+    p.add_argument("--full", action="store_true", help="full (realistic) shapes instead of quick ones")
+    p.add_argument("--out", type=Path, help="write JSON here (refuses to overwrite without --force)")
+    p.add_argument("--force", action="store_true", help="overwrite --out")
+    p.set_defaults(func=run)
+
+
+def _split(values: list[str] | str) -> list[str]:
+    items = values if isinstance(values, list) else [values]
+    return [x.strip() for v in items for x in v.split(",") if x.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..conformance.spec import registered
+    from ..device_models import load
+    if args.out and args.out.exists() and not args.force:
+        raise Day0Error(f"{args.out} exists; pass --force to overwrite it")
+    devices = [load(d) for d in _split(args.device)]
+    suite = registered()
+    names, groups = _split(args.kernels), _split(args.groups)
+    for n in names:
+        if n not in suite:
+            raise UnknownName("kernel", n, list(suite))
+    known_groups = sorted({s.group for s in suite.values()})
+    for g in groups:
+        if g not in known_groups:
+            raise UnknownName("group", g, known_groups)
+    specs = [s for s in suite.values() if (not names or s.name in names) and (not groups or s.group in groups)]
+    from ..simulator import simulate_suite
+    tty = sys.stderr.isatty()
+    result = simulate_suite(specs, devices, full=args.full,
+                            progress=lambda what: print(f"\rsimulating {what:<60}", end="", file=sys.stderr,
+                                                        flush=True) if tty else None)
+    if tty:
+        print(file=sys.stderr)
+    _print_table(result)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _print_table(result: dict) -> None:
+    devices = result["devices"]
+    kernels = sorted({k for d in devices for k in result["by_device"][d]["kernels"]})
+    head = ["kernel"] + [f"{d} (us)" for d in devices]
+    rows = [head]
+    for k in kernels:
+        row = [k]
+        for d in devices:
+            e = result["by_device"][d]["kernels"].get(k)
+            row.append("-" if e is None else f"{e['time_s'] * 1e6:.1f}" + ("" if e["fits"] else " NO FIT"))
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    for i, r in enumerate(rows):
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    for d in devices:
+        for k, e in sorted(result["by_device"][d]["kernels"].items()):
+            for why in e["why"]:
+                print(f"  {d}: {why}")

@@ -1,0 +1,216 @@
+"""What one launch of a kernel does, read from its TTIR and its launch arguments.
+
+Counts are per program (program 0 stands for all), multiplied by loop trip counts where the loop
+bounds follow from the scalar arguments; a bound that does not is counted once and the result is
+marked `estimated`. Bytes are the tensors loaded and stored (masks ignored: an upper bound),
+flops are 2*M*N*K per tt.dot and one per element per floating-point op.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backend import DeviceArg
+from ..ttir import Block, Module, Op, PointerType, ScalarType, TensorType, Type, Value
+
+_SPECIAL = ("math.exp", "math.exp2", "math.log", "math.log2", "math.sqrt", "math.rsqrt", "math.sin",
+            "math.cos", "math.tanh", "math.erf", "math.log1p", "math.expm1", "tt.extern_elementwise",
+            "tt.precise_sqrt", "tt.precise_divf", "arith.divf")
+_RMW_OPS = {"add": "add", "fadd": "add", "max": "max", "umax": "max", "min": "min", "umin": "min",
+            "and": "and", "or": "or", "xor": "xor", "exch": "xchg"}
+
+
+@dataclass
+class LaunchCounts:
+    kernel: str
+    grid: tuple[int, int, int]
+    bytes_loaded: float = 0.0          # per program
+    bytes_stored: float = 0.0          # per program
+    flops: dict = field(default_factory=lambda: defaultdict(float))  # (unit, operand, acc) -> per program
+    footprint_bytes: int = 0           # peak live on-chip tensor bytes per program
+    dot_types: set = field(default_factory=set)       # (operand dtype, acc dtype)
+    atomics: set = field(default_factory=set)         # (op, dtype)
+    dtypes: set = field(default_factory=set)          # element types the kernel computes with
+    estimated: bool = False
+
+    @property
+    def programs(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    def totals(self) -> dict:
+        p = self.programs
+        return {"bytes": (self.bytes_loaded + self.bytes_stored) * p,
+                "flops": {"/".join(k): v * p for k, v in self.flops.items()}}
+
+
+def dtype_name(t: Type) -> str:
+    """TTIR element type -> device-model dtype name."""
+    e = t.element
+    if isinstance(e, PointerType):
+        e = e.pointee.element
+    name = str(e)
+    return {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "f64": "fp64", "f8E4M3FN": "fp8e4m3",
+            "f8E5M2": "fp8e5m2", "f8E4M3FNUZ": "fp8e4m3fnuz", "f8E5M2FNUZ": "fp8e5m2fnuz", "i1": "int1",
+            "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64"}.get(name, name)
+
+
+def _numel(t: Type) -> int:
+    return math.prod(t.shape) if isinstance(t, TensorType) else 1
+
+
+def _bytes(t: Type) -> int:
+    e = t.element
+    if isinstance(e, PointerType):
+        e = e.pointee
+        if isinstance(e, TensorType):  # block pointer: the block it addresses
+            return _numel(e) * max(1, e.elem.bits // 8)
+    return _numel(t) * max(1, e.bits // 8) if isinstance(e, ScalarType) else 0
+
+
+def analyse(module: Module, grid: tuple[int, int, int], args: list[Any]) -> LaunchCounts:
+    func = module.entry
+    counts = LaunchCounts(func.name, tuple(grid))
+    env: dict[Value, Any] = {}
+    for v, a in zip(func.args, args):
+        env[v] = None if isinstance(a, DeviceArg) else a
+    _Walker(module, counts, grid).block(func.body.entry, env, 1.0)
+    counts.footprint_bytes = _peak_live(func.body.entry)
+    return counts
+
+
+class _Walker:
+    def __init__(self, module: Module, counts: LaunchCounts, grid: tuple[int, int, int]):
+        self.module, self.c, self.grid = module, counts, grid
+
+    def block(self, block: Block, env: dict, mult: float) -> None:
+        for op in block.ops:
+            self.op(op, env, mult)
+
+    def op(self, op: Op, env: dict, mult: float) -> None:
+        c, n = self.c, op.name
+        for r in op.results:
+            if isinstance(r.type.element, ScalarType) and r.type.element.is_float:
+                c.dtypes.add(dtype_name(r.type))
+        if n == "tt.load" or n == "tt.descriptor_load":
+            c.bytes_loaded += mult * _bytes(op.results[0].type)
+        elif n == "tt.store" or n == "tt.descriptor_store":
+            c.bytes_stored += mult * _bytes(op.operands[1].type)
+        elif n in ("tt.atomic_rmw", "tt.atomic_cas"):
+            val = op.operands[1] if n == "tt.atomic_rmw" else op.operands[2]
+            c.bytes_loaded += mult * _bytes(val.type)
+            c.bytes_stored += mult * _bytes(val.type)
+            kind = _RMW_OPS.get(op.attrs.get("atomic_rmw_op", ""), "cas") if n == "tt.atomic_rmw" else "cas"
+            c.atomics.add((kind, dtype_name(val.type)))
+        elif n == "tt.dot":
+            a, b, acc = (v.type for v in op.operands[:3])
+            m, k = a.shape[-2], a.shape[-1]
+            nn = b.shape[-1]
+            batch = math.prod(a.shape[:-2]) if len(a.shape) > 2 else 1
+            operand, accum = dtype_name(a), dtype_name(acc)
+            if operand == "fp32" and op.attrs.get("inputPrecision", "tf32") in ("tf32", "tf32x3"):
+                operand = "tf32"
+            c.dot_types.add((operand, accum))
+            c.flops[("matrix", operand, accum)] += mult * 2.0 * batch * m * nn * k
+        elif n in _SPECIAL:
+            c.flops[("special", dtype_name(op.results[0].type), "")] += mult * _numel(op.results[0].type)
+        elif n.startswith("arith.") and n.endswith("f") and op.results and n != "arith.constant":
+            c.flops[("vector", dtype_name(op.results[0].type), "")] += mult * _numel(op.results[0].type)
+        elif n == "tt.reduce" or n == "tt.scan":
+            per = sum(1 for inner in op.regions[0].entry.ops if inner.name.startswith("arith."))
+            c.flops[("vector", dtype_name(op.operands[0].type), "")] += mult * per * _numel(op.operands[0].type)
+        if n == "scf.for":
+            trips = self._trips(env, op)
+            body = op.regions[0].entry
+            self.block(body, dict(env), mult * trips)
+        elif n == "scf.if":
+            cond = env.get(op.operands[0])
+            taken = op.regions if cond is None else (op.regions[:1] if cond else op.regions[1:2])
+            for region in taken:  # an unknown condition counts both sides: an upper bound
+                self.block(region.entry, dict(env), mult)
+        elif n == "scf.while":
+            self.c.estimated = True
+            for region in op.regions:
+                self.block(region.entry, dict(env), mult)
+        elif n == "tt.call":
+            callee = self.module.funcs.get(op.attrs["callee"].name)
+            if callee is not None:
+                self.block(callee.body.entry, {v: env.get(a) for v, a in zip(callee.args, op.operands)}, mult)
+        for r, val in zip(op.results, _fold(op, [env.get(v) for v in op.operands], self.grid)):
+            env[r] = val
+
+    def _trips(self, env: dict, op: Op) -> float:
+        lb, ub, step = (env.get(v) for v in op.operands[:3])
+        if None in (lb, ub, step) or step == 0:
+            self.c.estimated = True
+            return 1.0
+        return float(max(0, -(-(int(ub) - int(lb)) // int(step))))
+
+
+def _fold(op: Op, vals: list, grid: tuple[int, int, int]) -> list:
+    """Evaluate scalar integer arithmetic (loop bounds), program 0 standing for every program."""
+    n, a = op.name, vals
+    if op.results and isinstance(op.results[0].type, TensorType):
+        return [None] * len(op.results)
+    try:
+        if n == "arith.constant":
+            v = op.attrs.get("value")
+            return [v if isinstance(v, (int, float, bool)) else None]
+        if n == "tt.get_program_id":
+            return [0]
+        if n == "tt.get_num_programs":
+            return [grid[op.attrs["axis"]]]
+        if None in a:
+            return [None] * len(op.results)
+        simple = {"arith.addi": lambda: a[0] + a[1], "arith.subi": lambda: a[0] - a[1],
+                  "arith.muli": lambda: a[0] * a[1], "arith.divsi": lambda: int(a[0] / a[1]),
+                  "arith.divui": lambda: a[0] // a[1], "arith.remsi": lambda: a[0] % a[1],
+                  "arith.ceildivsi": lambda: -(-a[0] // a[1]), "arith.floordivsi": lambda: a[0] // a[1],
+                  "arith.maxsi": lambda: max(a), "arith.minsi": lambda: min(a),
+                  "arith.extsi": lambda: a[0], "arith.extui": lambda: a[0], "arith.trunci": lambda: a[0],
+                  "arith.index_cast": lambda: a[0], "arith.select": lambda: a[1] if a[0] else a[2],
+                  "arith.cmpi": lambda: _cmp(op.attrs["predicate"], a[0], a[1])}
+        if n in simple:
+            return [simple[n]()]
+    except (ZeroDivisionError, TypeError, KeyError):
+        pass
+    return [None] * len(op.results)
+
+
+def _cmp(pred: str, x, y) -> bool:
+    return {"slt": x < y, "sle": x <= y, "sgt": x > y, "sge": x >= y, "eq": x == y, "ne": x != y,
+            "ult": x < y, "ule": x <= y, "ugt": x > y, "uge": x >= y}[pred]
+
+
+def _value_bytes(v: Value) -> int:
+    t = v.type
+    if not isinstance(t, TensorType) or isinstance(t.elem, PointerType) or str(t.elem) == "i1":
+        return 0  # addresses and masks live in registers / are recomputed, not in the scratchpad
+    return _bytes(t)
+
+
+def _peak_live(block: Block) -> int:
+    """Peak bytes of tensor values live at once in a block (nested regions counted at their op)."""
+    last_use: dict[Value, int] = {}
+    for i, op in enumerate(block.ops):
+        for v in _uses(op):
+            last_use[v] = i
+    live: dict[Value, int] = {v: _value_bytes(v) for v in block.args}
+    peak = sum(live.values())
+    for i, op in enumerate(block.ops):
+        inner = max((_peak_live(r.entry) for r in op.regions), default=0)
+        for r in op.results:
+            live[r] = _value_bytes(r)
+        peak = max(peak, sum(live.values()) + inner)
+        for v in [v for v in live if last_use.get(v, -1) <= i]:
+            del live[v]
+    return peak
+
+
+def _uses(op: Op):
+    yield from op.operands
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.ops:
+                yield from _uses(inner)

@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    if args.command not in ("devices",):  # every other command drives Triton
+        from .diagnose import triton_import_error
+        problem = triton_import_error()
+        if problem:
+            print(f"day0: error: {problem}", file=sys.stderr)
+            return 2
     try:
         return int(args.func(args) or 0)
     except Day0Error as exc:

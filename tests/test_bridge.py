@@ -128,3 +128,17 @@ def test_device_queries_libraries_make():
         props = drv.utils.get_device_properties(drv.get_current_device())
         assert props["multiprocessor_count"] >= 1 and props["max_shared_mem"] > 0
         assert drv.get_active_torch_device() == torch.device("cpu")
+
+
+def test_a_removed_triton_plugin_is_explained_in_one_line(tmp_path):
+    """A package whose `triton.backends` module is gone breaks `import triton` for everyone; the CLI
+    names the package instead of printing Triton's traceback."""
+    dist = tmp_path / "ghost_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ghost-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[triton.backends]\nghost = ghost_plugin_gone.plugin\n")
+    proc = subprocess.run(DAY0 + ["backends"], capture_output=True, text=True, timeout=120,
+                          env=_env(PYTHONPATH=os.pathsep.join([str(tmp_path), str(HERE)])))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ghost" in lines[0] and "ghost-plugin" in lines[0]

@@ -1,0 +1,199 @@
+"""Kernel families a HuggingFace model config calls for, and the suite kernels that cover them.
+
+The signals (docs: models.md's table) are config fields:
+
+  layer_types / full_attention_interval / linear_*   Gated DeltaNet + causal conv1d + gated RMSNorm,
+                                                     and (gated) attention for the full layers
+  num_experts / num_local_experts / n_routed_experts fused MoE + top-k routing (grouped if n_group)
+  kv_lora_rank / q_lora_rank                         MLA
+  rope_scaling.mrope_section                         mRoPE          partial_rotary_factor: partial RoPE
+  state_size / ssm_state_size / conv_kernel          Mamba-2 SSD, selective state update, causal conv1d
+  attn_logit_softcapping / final_logit_softcapping   soft-capped attention / logits
+  sliding_window (unless use_sliding_window: false)  sliding-window attention
+and every model needs RMSNorm, its MLP activation (SiLU-and-mul or GeGLU by hidden_act), sampling,
+and, when it has attention layers, attention and RoPE. A multimodal config's `text_config` is read
+as the language model. A family whose kernels are not all in the suite is "not covered by the suite".
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+#: family -> the suite kernels that cover it (empty: the suite has no kernel for it yet)
+FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
+    "RMSNorm": ("rmsnorm", "fused_add_rmsnorm"),
+    "SiLU-and-mul": ("silu_and_mul",),
+    "GeGLU (GELU-and-mul)": (),
+    "attention (varlen prefill)": ("attn_prefill_gqa_gated",),
+    "attention (paged decode)": ("attn_paged_decode",),
+    "sampling (top-k/top-p)": ("sampling_topk_topp_mask", "sampling_draw"),
+    "RoPE (NeoX)": ("rope_neox_partial",),
+    "partial RoPE": ("rope_neox_partial",),
+    "interleaved RoPE": (),
+    "mRoPE": ("mrope",),
+    "Gated DeltaNet": ("gdn_chunk_cumsum", "gdn_chunk_scaled_dot_kkt", "gdn_solve_tril", "gdn_wy_recompute",
+                       "gdn_chunk_state", "gdn_chunk_output", "gdn_l2norm", "gdn_gating",
+                       "gdn_fused_recurrent"),
+    "gated RMSNorm": ("gated_rmsnorm",),
+    "causal conv1d": ("causal_conv1d_prefill", "causal_conv1d_update"),
+    "fused MoE": ("moe_align_block_size", "moe_fused_gemm", "moe_sum"),
+    "top-k softmax routing": ("moe_topk_softmax",),
+    "grouped top-k routing": (),
+    "MLA": (),
+    "Mamba-2 SSD": (),
+    "selective state update": (),
+    "soft-capped attention": (),
+    "sliding-window attention": (),
+}
+
+
+@dataclass
+class Family:
+    name: str
+    why: list[str]                       # the config fields that call for it
+    kernels: list[str] = field(default_factory=list)  # suite kernels covering it ([] = not covered)
+
+    @property
+    def covered(self) -> bool:
+        return bool(self.kernels)
+
+
+@dataclass
+class ConfigNeeds:
+    path: str
+    model_type: str
+    multimodal: bool
+    families: list[Family]
+
+    @property
+    def kernels(self) -> list[str]:
+        return list(dict.fromkeys(k for f in self.families for k in f.kernels))
+
+    @property
+    def not_covered(self) -> list[str]:
+        return [f.name for f in self.families if not f.covered]
+
+
+def load_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], bool]:
+    """The (merged) config dict, and whether it was multimodal (had a text_config)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{p}: is a directory; give the path of a config.json") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{p}: cannot read config ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: a model config is a JSON object, not {type(data).__name__}")
+    text = data.get("text_config")
+    multimodal = isinstance(text, dict)
+    cfg = {**data, **text} if multimodal else dict(data)
+    if not multimodal and text is not None:
+        raise ConfigError(f"{p}: text_config must be an object")
+    size_keys = ("hidden_size", "d_model", "n_embd", "dim")
+    if not any(isinstance(cfg.get(k), int) for k in size_keys) or \
+            ("model_type" not in cfg and "architectures" not in cfg):
+        raise ConfigError(f"{p}: not a HuggingFace model config (no model_type/architectures and "
+                          f"hidden size field {'/'.join(size_keys)})")
+    return cfg, multimodal
+
+
+def _num(cfg: dict, *keys: str) -> tuple[str, Any] | None:
+    for k in keys:
+        v = cfg.get(k)
+        if v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0:
+            return k, v
+    return None
+
+
+def infer_families(cfg: dict[str, Any]) -> list[Family]:
+    fams: dict[str, list[str]] = {}
+
+    def need(name: str, why: str) -> None:
+        fams.setdefault(name, [])
+        if why not in fams[name]:
+            fams[name].append(why)
+
+    layer_types = [str(t) for t in cfg.get("layer_types") or [] if isinstance(t, str)]
+    linear = sorted(k for k in cfg if k.startswith("linear_") and cfg[k] is not None)
+    hybrid_gdn = any("linear" in t for t in layer_types) or bool(linear) or \
+        _num(cfg, "full_attention_interval") is not None
+    ssm = _num(cfg, "state_size", "ssm_state_size", "mamba_d_state")
+    model_type = str(cfg.get("model_type", ""))
+    pure_ssm = (ssm is not None or model_type.startswith("mamba")) and not layer_types and \
+        _num(cfg, "num_attention_heads", "attn_layer_period") is None
+    has_attention = not pure_ssm
+
+    need("RMSNorm", "every model")
+    act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu").lower()
+    if "gelu" in act:
+        need("GeGLU (GELU-and-mul)", f"hidden_act={act}")
+    else:
+        need("SiLU-and-mul", f"hidden_act={act}")
+    need("sampling (top-k/top-p)", "every model")
+    if hybrid_gdn:
+        why = ", ".join((["layer_types"] if layer_types else []) + linear[:3] +
+                        (["full_attention_interval"] if "full_attention_interval" in cfg else []))
+        for f in ("Gated DeltaNet", "causal conv1d", "gated RMSNorm"):
+            need(f, why)
+    mla = cfg.get("kv_lora_rank") is not None
+    if has_attention and not mla:  # MLA replaces GQA attention (its family below)
+        why = "hybrid full-attention layers" if hybrid_gdn else "num_attention_heads"
+        need("attention (varlen prefill)", why)
+        need("attention (paged decode)", why)
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    rope = rope if isinstance(rope, dict) else {}
+    if "mrope_section" in rope:
+        need("mRoPE", "rope_scaling.mrope_section" + (" (interleaved)" if rope.get("mrope_interleaved") else ""))
+    prf = cfg.get("partial_rotary_factor", rope.get("partial_rotary_factor"))
+    if isinstance(prf, (int, float)) and 0 < prf < 1:
+        need("partial RoPE", f"partial_rotary_factor={prf}")
+    if cfg.get("rope_interleave"):
+        need("interleaved RoPE", "rope_interleave")
+    if has_attention and not any(f in fams for f in ("mRoPE", "partial RoPE", "interleaved RoPE")):
+        if not mla:  # MLA carries its own rotary part
+            need("RoPE (NeoX)", "rope_theta" if "rope_theta" in cfg else "attention layers")
+    moe = _num(cfg, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+    if moe is not None and moe[1] > 1:
+        need("fused MoE", f"{moe[0]}={moe[1]}")
+        grouped = _num(cfg, "n_group")
+        if grouped is not None and grouped[1] > 1:
+            need("grouped top-k routing", f"n_group={grouped[1]}")
+        else:
+            topk = _num(cfg, "num_experts_per_tok", "moe_topk", "top_k")
+            need("top-k softmax routing", f"{topk[0]}={topk[1]}" if topk else moe[0])
+    if mla:
+        need("MLA", "kv_lora_rank" + (", q_lora_rank" if cfg.get("q_lora_rank") is not None else ""))
+    if ssm is not None:
+        for f in ("Mamba-2 SSD", "selective state update", "causal conv1d"):
+            need(f, f"{ssm[0]}={ssm[1]}")
+    if cfg.get("attn_logit_softcapping") or cfg.get("final_logit_softcapping"):
+        need("soft-capped attention", ", ".join(k for k in ("attn_logit_softcapping",
+                                                            "final_logit_softcapping") if cfg.get(k)))
+    if (cfg.get("sliding_window") and cfg.get("use_sliding_window", True) is not False) or \
+            any("sliding" in t for t in layer_types):
+        need("sliding-window attention", "sliding_window" if cfg.get("sliding_window") else "layer_types")
+    return [Family(name, why) for name, why in fams.items()]
+
+
+def config_needs(path: str | os.PathLike[str], suite_kernels: set[str] | None = None) -> ConfigNeeds:
+    """Read a config and map its families to suite kernels; a family is covered only when every
+    kernel it maps to is in `suite_kernels` (default: the registered suite)."""
+    cfg, multimodal = load_config(path)
+    if suite_kernels is None:
+        from ..conformance.runner import load_suite
+        suite_kernels = set(load_suite())
+    fams = infer_families(cfg)
+    for f in fams:
+        ks = FAMILY_KERNELS.get(f.name, ())
+        f.kernels = list(ks) if ks and all(k in suite_kernels for k in ks) else []
+    return ConfigNeeds(str(path), str(cfg.get("model_type", "?")), multimodal, fams)

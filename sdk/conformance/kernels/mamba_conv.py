@@ -70,14 +70,14 @@ def _conv1d_prefill_kernel(x_ptr, w_ptr, bias_ptr, state_ptr, cache_idx_ptr, has
     if chunk == 0:
         k = tl.arange(0, BLOCK_K)
         kmask = (k < WIDTH - 1)[:, None] & cmask[None, :]
-        src = seqlen - (WIDTH - 1) + k  # >= 0: from x; < 0: shifted from the old state
-        m_seq = (src >= 0)[:, None] & kmask
-        m_state = (src < 0)[:, None] & kmask & has_init
-        xv = tl.load(x_ptr + (start + src).to(tl.int64)[:, None] * stride_xt + cols[None, :] * stride_xc,
-                     mask=m_seq, other=0.0)
-        sv = tl.load(state_row + (WIDTH - 1 + src)[:, None] * stride_sk, mask=m_state, other=0.0)
-        new = tl.where(m_seq, xv.to(state_ptr.dtype.element_ty), sv)
-        tl.store(state_row + k[:, None] * stride_sk, new, mask=kmask)
+        fsrc = seqlen - (WIDTH - 1) + k  # >= 0: from x; < 0: shifted from the old state
+        f_seq = (fsrc >= 0)[:, None] & kmask
+        f_state = (fsrc < 0)[:, None] & kmask & has_init
+        fx = tl.load(x_ptr + (start + fsrc).to(tl.int64)[:, None] * stride_xt + cols[None, :] * stride_xc,
+                     mask=f_seq, other=0.0)
+        fs = tl.load(state_row + (WIDTH - 1 + fsrc)[:, None] * stride_sk, mask=f_state, other=0.0)
+        tl.store(state_row + k[:, None] * stride_sk, tl.where(f_seq, fx.to(state_ptr.dtype.element_ty), fs),
+                 mask=kmask)
 
 
 def _conv_weights(p, gen, dtype, device):

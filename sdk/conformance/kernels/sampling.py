@@ -11,8 +11,10 @@ the top-k count is exact; the top-p mass is an fp32 sum, so test rows are drawn 
 inside a probability gap of at least 2e-3, which no summation order can cross.
 
 Draw: exponential race with caller-supplied uniforms u [B, V]: token = argmax_i probs_i / (-log u_i),
-which samples exactly from probs (the serving-stack form of Gumbel-max). Rows are drawn so the best
-ratio leads the runner-up by a relative margin of 1e-3 or more, so the ids compare exactly.
+which samples exactly from probs (the serving-stack form of Gumbel-max). The kernel ranks the same
+ratios in log space, x_i - log(-log u_i), in one pass over row slices, then reduces the slices (ties:
+lowest index). Rows are drawn so the best ratio leads the runner-up by a relative margin of 1e-3 or
+more, so the ids compare exactly.
 """
 from __future__ import annotations
 
@@ -198,29 +200,36 @@ register(KernelSpec(
 
 # ---------------------------------------------------------------------------------------- draw
 @triton.jit
-def _draw_kernel(logits_ptr, u_ptr, ids_ptr, V, stride_l, stride_u, BLOCK: tl.constexpr):
+def _draw_partial_kernel(logits_ptr, u_ptr, part_key_ptr, part_idx_ptr, V, stride_l, stride_u, span,
+                         BLOCK: tl.constexpr):
+    # one slice of a row in one pass: the best log-ratio log(p_i / q_i) = x_i - log(-log u_i) + const
     row = tl.program_id(0).to(tl.int64)
+    split = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
-    src = logits_ptr + row * stride_l
-    m_v = tl.full((BLOCK,), float("-inf"), tl.float32)
-    for v0 in range(0, V, BLOCK):
-        x = tl.load(src + v0 + offs, mask=v0 + offs < V, other=float("-inf")).to(tl.float32)
-        m_v = tl.maximum(m_v, x)
-    m = tl.max(m_v, axis=0)
-    best = -1.0
-    best_i = 0
-    for v0 in range(0, V, BLOCK):
-        mask = v0 + offs < V
-        x = tl.load(src + v0 + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    best = float("-inf")
+    best_i = 2147483647
+    for v0 in range(split * span, tl.minimum(split * span + span, V), BLOCK):
+        mask = (v0 + offs < V) & (offs < split * span + span - v0)
+        x = tl.load(logits_ptr + row * stride_l + v0 + offs, mask=mask, other=float("-inf")).to(tl.float32)
         u = tl.load(u_ptr + row * stride_u + v0 + offs, mask=mask, other=0.5)
-        r = tl.exp(x - m) / (-tl.log(u))
-        r = tl.where(mask, r, -1.0)
-        cb = tl.max(r, axis=0)
-        ci = tl.min(tl.where(r == cb, v0 + offs, 2147483647), axis=0)
+        key = tl.where(mask & (x > float("-inf")), x - tl.log(-tl.log(u)), float("-inf"))
+        cb = tl.max(key, axis=0)
+        ci = tl.min(tl.where(key == cb, v0 + offs, 2147483647), axis=0)
         take = cb > best
         best_i = tl.where(take, ci, best_i)
         best = tl.where(take, cb, best)
-    tl.store(ids_ptr + row, best_i.to(tl.int64))
+    tl.store(part_key_ptr + row * tl.num_programs(1) + split, best)
+    tl.store(part_idx_ptr + row * tl.num_programs(1) + split, best_i)
+
+
+@triton.jit
+def _draw_reduce_kernel(part_key_ptr, part_idx_ptr, ids_ptr, n_splits, BLOCK_S: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    s = tl.arange(0, BLOCK_S)
+    key = tl.load(part_key_ptr + row * n_splits + s, mask=s < n_splits, other=float("-inf"))
+    idx = tl.load(part_idx_ptr + row * n_splits + s, mask=s < n_splits, other=2147483647)
+    best = tl.max(key, axis=0)
+    tl.store(ids_ptr + row, tl.min(tl.where(key == best, idx, 2147483647), axis=0).to(tl.int64))
 
 
 def _draw_ratios(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -252,8 +261,16 @@ def _draw_inputs(case, dtype, device, gen):
 def _draw_run(inp, case):
     logits, u = inp["logits"], inp["u"]
     B, V = logits.shape
-    _draw_kernel[(B,)](logits, u, inp["ids"], V, logits.stride(0), u.stride(0),
-                       BLOCK=min(4096, triton.next_power_of_2(V)), num_warps=8)
+    block = min(2048, triton.next_power_of_2(V))
+    splits = max(1, min(triton.cdiv(V, 4 * block), triton.cdiv(1024, B)))  # ~1K programs when B is small
+    span = triton.cdiv(triton.cdiv(V, splits), block) * block
+    splits = triton.cdiv(V, span)
+    part_key = torch.empty((B, splits), dtype=torch.float32, device=logits.device)
+    part_idx = torch.empty((B, splits), dtype=torch.int32, device=logits.device)
+    _draw_partial_kernel[(B, splits)](logits, u, part_key, part_idx, V, logits.stride(0), u.stride(0), span,
+                                      BLOCK=block, num_warps=8)
+    _draw_reduce_kernel[(B,)](part_key, part_idx, inp["ids"], splits,
+                              BLOCK_S=triton.next_power_of_2(splits), num_warps=1)
 
 
 def _draw_ref(inp, case):
@@ -264,13 +281,15 @@ register(KernelSpec(
     name="sampling_draw", group="sampling", models=_MODELS,
     cases=(
         Case("odd_B4_V3001", {"batch": 4, "vocab": 3001}, source="odd vocab: masked tail block"),
-        Case("qwen_B2_V151936", {"batch": 2, "vocab": 151936}, source="Qwen3-Next / Qwen3.5 vocab 151936"),
+        Case("B8_V1000", {"batch": 8, "vocab": 1000}, source="every masking row pattern twice"),
+        Case("qwen_B2_V151936", {"batch": 2, "vocab": 151936}, quick=False,
+             source="Qwen3-Next / Qwen3.5 vocab 151936, row split over many programs"),
         Case("qwen_B128_V151936", {"batch": 128, "vocab": 151936}, quick=False,
              source="Qwen3-Next-80B-A3B vocab 151936, 128 sequences"),
     ),
     dtypes=("bf16", "fp32"),
     make_inputs=_draw_inputs, run=_draw_run, reference=_draw_ref,
     outputs=("ids",), tolerance={"bf16": _EXACT, "fp32": _EXACT},
-    description="exponential-race draw argmax(p / -log u) from masked logits with supplied noise, ids exact",
-    triton_kernels=(_draw_kernel,),
+    description="exponential-race draw argmax(p / -log u) from masked logits with supplied noise, split rows, ids exact",
+    triton_kernels=(_draw_partial_kernel, _draw_reduce_kernel),
 ))

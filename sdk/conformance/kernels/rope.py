@@ -1,5 +1,8 @@
 """Rotary position embedding, NeoX style (rotate halves), in place on q and k.
 
+The same kernel covers full rotary (rot_dim == head_dim: Llama-3.1, Mixtral; their frequency
+scaling lives in the cache contents, not in the kernel).
+
 `rope_neox_partial`: Qwen3-Next full-attention layers rotate only the first 64 of 256 head dims
 (partial_rotary_factor 0.25), theta 1e7. The cos/sin cache is laid out as serving stacks keep it:
 [max_position, rot_dim], first half cos, second half sin, in the activation dtype.
@@ -109,13 +112,16 @@ def _neox_ref(inp, case):
 
 _QN = {"head_dim": 256, "rot_dim": 64, "theta": 1.0e7}
 register(KernelSpec(
-    name="rope_neox_partial", group="rope", models=_MODELS,
+    name="rope_neox_partial", group="rope", models=_MODELS + ("llama3_1", "mixtral"),
     cases=(
         Case("odd_T37_q5_kv1_D96_rot40", {"tokens": 37, "q_heads": 5, "kv_heads": 1, "head_dim": 96,
                                           "rot_dim": 40, "theta": 1.0e4, "max_pos": 4096},
              source="odd sizes: head counts and rotary half not powers of two"),
         Case("qwen3_next_T16_q4_kv2", {"tokens": 16, "q_heads": 4, "kv_heads": 2, "max_pos": 32768, **_QN},
              source="Qwen3-Next head_dim 256, partial_rotary_factor 0.25, heads scaled /4"),
+        Case("llama3_1_T16_q8_kv2_full", {"tokens": 16, "q_heads": 8, "kv_heads": 2, "head_dim": 128,
+                                          "rot_dim": 128, "theta": 5.0e5, "max_pos": 8192},
+             source="Llama-3.1 / Mixtral style full rotary at head_dim 128 (rot_dim == head_dim), heads /4"),
         Case("qwen3_next_T8192_q16_kv2", {"tokens": 8192, "q_heads": 16, "kv_heads": 2, "max_pos": 262144,
                                            **_QN}, quick=False,
              source="Qwen3-Next-80B-A3B: 16 q / 2 kv heads x 256, rotary dim 64, 8192-token prefill"),

@@ -29,7 +29,8 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     "RMSNorm": ("rmsnorm", "fused_add_rmsnorm"),
     "SiLU-and-mul": ("silu_and_mul",),
     "GeGLU (GELU-and-mul)": (),
-    "attention (varlen prefill)": ("attn_prefill_gqa_gated",),
+    "attention prefill (gated, varlen)": ("attn_prefill_gqa_gated",),
+    "attention prefill (causal GQA, no output gate)": (),
     "attention (paged decode)": ("attn_paged_decode",),
     "sampling (top-k/top-p)": ("sampling_topk_topp_mask", "sampling_draw"),
     "RoPE (NeoX)": ("rope_neox_partial",),
@@ -40,10 +41,15 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
                        "gdn_chunk_state", "gdn_chunk_output", "gdn_l2norm", "gdn_gating",
                        "gdn_fused_recurrent"),
     "gated RMSNorm": ("gated_rmsnorm",),
+    "gated RMSNorm (Mamba-2, per group)": (),
     "causal conv1d": ("causal_conv1d_prefill", "causal_conv1d_update"),
     "fused MoE": ("moe_align_block_size", "moe_fused_gemm", "moe_sum"),
     "top-k softmax routing": ("moe_topk_softmax",),
     "grouped top-k routing": (),
+    "shared-expert sigmoid gate": (),
+    "fp8 block-scaled GEMM": (),
+    "dense GEMM": ("gemm_bf16",),
+    "fp8 GEMM (w8a8, per-tensor scales)": ("gemm_fp8_w8a8",),
     "MLA": (),
     "Mamba-2 SSD": (),
     "selective state update": (),
@@ -134,11 +140,13 @@ def infer_families(cfg: dict[str, Any]) -> list[Family]:
     has_attention = not pure_ssm
 
     need("RMSNorm", "every model")
+    need("dense GEMM", "every model (projections, lm_head)")
     act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu").lower()
-    if "gelu" in act:
-        need("GeGLU (GELU-and-mul)", f"hidden_act={act}")
-    else:
-        need("SiLU-and-mul", f"hidden_act={act}")
+    if not pure_ssm or _num(cfg, "intermediate_size") is not None:  # a gated MLP
+        if "gelu" in act:
+            need("GeGLU (GELU-and-mul)", f"hidden_act={act}")
+        else:
+            need("SiLU-and-mul", f"hidden_act={act}")
     need("sampling (top-k/top-p)", "every model")
     if hybrid_gdn:
         why = ", ".join((["layer_types"] if layer_types else []) + linear[:3] +
@@ -148,7 +156,9 @@ def infer_families(cfg: dict[str, Any]) -> list[Family]:
     mla = cfg.get("kv_lora_rank") is not None
     if has_attention and not mla:  # MLA replaces GQA attention (its family below)
         why = "hybrid full-attention layers" if hybrid_gdn else "num_attention_heads"
-        need("attention (varlen prefill)", why)
+        gated = hybrid_gdn or bool(cfg.get("attn_output_gate"))
+        need("attention prefill (gated, varlen)" if gated else
+             "attention prefill (causal GQA, no output gate)", why)
         need("attention (paged decode)", why)
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
     rope = rope if isinstance(rope, dict) else {}
@@ -171,10 +181,19 @@ def infer_families(cfg: dict[str, Any]) -> list[Family]:
         else:
             topk = _num(cfg, "num_experts_per_tok", "moe_topk", "top_k")
             need("top-k softmax routing", f"{topk[0]}={topk[1]}" if topk else moe[0])
+        if _num(cfg, "shared_expert_intermediate_size") is not None:
+            need("shared-expert sigmoid gate", "shared_expert_intermediate_size")
     if mla:
         need("MLA", "kv_lora_rank" + (", q_lora_rank" if cfg.get("q_lora_rank") is not None else ""))
+        if _num(cfg, "qk_rope_head_dim") is not None:
+            need("interleaved RoPE", "qk_rope_head_dim (MLA's rotary part)")
+    quant = cfg.get("quantization_config")
+    if isinstance(quant, dict) and "fp8" in str(quant.get("quant_method", "")).lower():
+        why = "quantization_config.quant_method=" + str(quant["quant_method"])
+        need("fp8 block-scaled GEMM" if quant.get("weight_block_size") else
+             "fp8 GEMM (w8a8, per-tensor scales)", why)
     if ssm is not None:
-        for f in ("Mamba-2 SSD", "selective state update", "causal conv1d"):
+        for f in ("Mamba-2 SSD", "selective state update", "causal conv1d", "gated RMSNorm (Mamba-2, per group)"):
             need(f, f"{ssm[0]}={ssm[1]}")
     if cfg.get("attn_logit_softcapping") or cfg.get("final_logit_softcapping"):
         need("soft-capped attention", ", ".join(k for k in ("attn_logit_softcapping",

@@ -41,8 +41,7 @@ def heatmap_png(report: Report, dpi: int = 110) -> bytes:
     height = max(2.6, 1.3 + 0.5 * len(models))
     fig, ax = plt.subplots(figsize=(width, height), dpi=dpi)
     try:
-        cmap = matplotlib.colormaps["RdYlGn"].copy()
-        cmap.set_bad("#cccccc")
+        cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#cccccc")
         im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
         ax.set_xticks(range(len(labels)), labels, fontsize=8)
         ax.set_yticks(range(len(models)), models, fontsize=9)

@@ -168,10 +168,20 @@ def round_to(name: str, x, rounding: str = "rtne") -> np.ndarray:
         if name not in _FORMATS:
             raise ValueError(f"round_to: '{name}' is not a float element type")
         sat = name.startswith("f8")
+        if name == "bf16" and rounding == "rtne" and x.dtype == np.float32:
+            return _bf16_rtne(x)
         if x.dtype != np.float64 and name not in ("f32", "f64"):
             return _round_f32(x.astype(np.float32, copy=False), *_FORMATS[name], rounding=rounding, satfinite=sat)
         out = _round_generic(x.astype(np.float64), *_FORMATS[name], rounding=rounding, satfinite=sat)
         return out.astype(COMPUTE[name])
+
+
+def _bf16_rtne(x: np.ndarray) -> np.ndarray:
+    """float32 -> bf16 values, round to nearest even, by one carry into the upper half (overflow
+    carries into the exponent and gives inf; NaN stays NaN)."""
+    b = x.view(np.uint32)
+    r = ((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)).view(np.float32)
+    return np.where(x != x, x, r)
 
 
 def _round_f32(x: np.ndarray, mbits: int, emin: int, maxval: float, has_inf: bool,
@@ -179,7 +189,7 @@ def _round_f32(x: np.ndarray, mbits: int, emin: int, maxval: float, has_inf: boo
     """`_round_generic` for float32 input by bit arithmetic: a carry into the kept mantissa bits for
     normal results, an exact power-of-two rescale for subnormal ones."""
     a = np.abs(x)
-    b = np.ascontiguousarray(a).view(np.uint32)
+    b = np.asarray(a).view(np.uint32)
     s = 23 - mbits
     keep = np.uint32((0xFFFFFFFF << s) & 0xFFFFFFFF)
     if rounding == "rtz":
@@ -240,7 +250,7 @@ def to_storage(name: str, values) -> np.ndarray:
         return v.astype(STORAGE[name])
     if name == "bf16":
         r = round_to("bf16", v)
-        return (np.ascontiguousarray(r).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+        return (np.asarray(r).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
     if name.startswith("f8"):
         r = round_to(name, v)
         if _FP8[name][3]:  # an infinity already in the value set stays one (no saturation on store)
@@ -254,7 +264,7 @@ def from_storage(name: str, raw) -> np.ndarray:
     raw = np.asarray(raw)
     st = STORAGE[name]
     if raw.dtype != st:
-        raw = raw.view(st) if raw.dtype.itemsize == st.itemsize and raw.ndim else raw.astype(st)
+        raw = np.asarray(raw).view(st) if raw.dtype.itemsize == st.itemsize else raw.astype(st)
     if name == "bf16":
         return bf16_to_float(raw)
     if name.startswith("f8"):
@@ -268,7 +278,7 @@ def _fp8_encode(name: str, v: np.ndarray) -> np.ndarray:
     _, inf_code, nan_code = _fp8_positive(name)
     v = np.asarray(v, dtype=np.float32)
     a = np.abs(v)
-    b = np.ascontiguousarray(a).view(np.uint32).astype(np.int32)
+    b = np.asarray(a).view(np.uint32).astype(np.int32)
     code = (((b >> 23) - (127 - bias)) << m_bits) | ((b >> (23 - m_bits)) & ((1 << m_bits) - 1))
     sub = a < np.float32(2.0 ** (1 - bias))
     with np.errstate(all="ignore"):

@@ -328,11 +328,11 @@ def _index_castui(ctx, op, x):
 
 
 def _int_to_float(x, src_bits, dst):
-    if src_bits <= 32 or dst in ("f32", "f64"):  # exact in f64, or numpy's own correct rounding
-        if src_bits > 32:
-            return round_to(dst, x.astype(compute_dtype(dst)))
-        return round_to(dst, x.astype(np.float64))
-    return round_to(dst, x.astype(np.float64))  # i64 -> f16/bf16/fp8: through f64
+    """Round to nearest even: up to 32 bits through float64 (exact), 64-bit integers by numpy's own
+    correctly rounded cast to f32/f64 (to narrower types through float64: may round twice)."""
+    if src_bits > 32 and dst in ("f32", "f64"):
+        return x.astype(compute_dtype(dst))
+    return round_to(dst, x.astype(np.float64))
 
 
 @rule("arith.sitofp")

@@ -12,7 +12,7 @@ import sys
 
 from ..errors import ConfigError, UnknownName
 
-_NAME = re.compile(r"[A-Za-z0-9_.@/\-]+")
+_NAME = re.compile(r"[A-Za-z0-9_]+(@[A-Za-z0-9_.]+)?(/compile)?")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

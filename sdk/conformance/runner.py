@@ -46,32 +46,23 @@ def load_suite() -> dict:
 
 
 def model_kernels(suite: dict) -> dict[str, list[str]]:
-    """Model name -> the kernels it needs: from the model manifests when they load, else from the
-    `models` each kernel declares."""
+    """Model name -> the kernels it needs: the model manifests (sdk/conformance/models/*.yaml) are
+    authoritative for the models they describe; a model that only kernels name (a vendor's own
+    kernels, test suites) gets the kernels that declare it."""
     out: dict[str, list[str]] = {}
     try:
-        from . import manifests as mf  # noqa: F401
-    except ImportError:
-        mf = None
-    loaded = None
-    if mf is not None:
-        for fn in ("all_manifests", "load_all", "manifests", "load_manifests"):
-            if callable(getattr(mf, fn, None)):
-                loaded = getattr(mf, fn)()
-                break
-    if loaded:
-        items = loaded.values() if isinstance(loaded, dict) else loaded
-        for m in items:
-            kernels = getattr(m, "kernels", None)
-            if kernels is None and isinstance(m, dict):
-                kernels = m.get("kernels", [])
-            name = getattr(m, "name", None) or (m.get("name") if isinstance(m, dict) else None)
-            if name:
-                out[name] = [getattr(k, "name", k) for k in (kernels or [])]
-        return out
+        from .manifests import load_manifests
+    except ImportError:  # manifests not shipped in this build
+        load_manifests = None
+    if load_manifests is not None:
+        for name, manifest in load_manifests().items():
+            out[name] = list(manifest.kernels)
+    derived: dict[str, list[str]] = {}
     for spec in suite.values():
         for model in spec.models:
-            out.setdefault(model, []).append(spec.name)
+            derived.setdefault(model, []).append(spec.name)
+    for model, kernels in derived.items():
+        out.setdefault(model, kernels)
     return out
 
 

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from backends.cpu_interp import CpuInterpBackend
-from sdk.backend import Target
+from sdk.backend import LoweringTable, Target
 
 
 class FaultyBackend(CpuInterpBackend):
@@ -23,3 +23,16 @@ class FaultyBackend(CpuInterpBackend):
         if "hang" in name:
             time.sleep(1e6)
         super().launch(kernel, grid, args, stream)
+
+
+class NoAddBackend(CpuInterpBackend):
+    """cpu_interp whose lowering table refuses arith.addf: every kernel that adds is unsupported."""
+
+    name = "no_addf"
+    target = Target(backend="no_addf", arch="host", warp_size=1, vector_width=1, device_model="host_cpu")
+
+    def lowering_table(self) -> LoweringTable:
+        table = LoweringTable()
+        table.update(super().lowering_table())
+        table.register("arith.addf", table.get("arith.addf"), accepts=lambda op: False)
+        return table

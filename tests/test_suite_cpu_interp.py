@@ -1,0 +1,40 @@
+"""Acceptance: every registered kernel's quick cases pass on cpu_interp, through the runner.
+
+Runs `day0 conformance --backend cpu_interp --quick --jobs 2` in a fresh process (the shipped suite
+only: no DAY0_KERNELS) and asserts that no record is anything but a pass. The failures, if any, are
+printed one per line with their detail, and so is the wall time (the target is under 3 minutes).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sdk.conformance.results import load_results
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_kernel_passes_quick_on_cpu_interp(tmp_path):
+    out = tmp_path / "cpu_interp.jsonl"
+    env = {k: v for k, v in os.environ.items() if k not in ("DAY0_KERNELS", "DAY0_BACKENDS")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "sdk.cli", "conformance", "--backend", "cpu_interp",
+                           "--quick", "--jobs", "2", "--timeout", "600", "--out", str(out)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800)
+    wall = time.monotonic() - start
+    print(proc.stdout)
+    assert out.exists(), proc.stderr[-3000:]
+    rs = load_results(out)
+    assert rs.warnings == []
+    bad = [r for r in rs.records if r.status != "pass"]
+    for r in bad:
+        print(f"{r.status:<11} {r.kernel}/{r.case}/{r.dtype}: {r.detail}")
+    print(f"quick suite on cpu_interp: {len(rs.records)} items in {wall:.1f} s "
+          f"({len(bad)} not passing)")
+    assert rs.records, "the suite produced no records"
+    assert not bad, f"{len(bad)} of {len(rs.records)} quick items do not pass on cpu_interp"
+    assert proc.returncode == 0, proc.stderr[-3000:]

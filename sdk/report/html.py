@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import html
 
-from .markdown import VERDICT_MARK, fmt_time, why
+from .markdown import fmt_time, verdict_text, why
 from .model import GAPS, NO, RUNS, UNTESTED, Report, group_label, status_totals
 
 CSS = """
@@ -88,7 +88,7 @@ def render(report: Report, heatmap_png: bytes | None = None, title: str = "Day-0
         parts.append(f'<h2>Models x devices</h2><img class="heat" alt="coverage heat map" '
                      f'src="data:image/png;base64,{data}">')
     parts.append("<h2>Models</h2>")
-    rows = [[_td(m.name)] + [_td(VERDICT_MARK[m.verdicts[c.key].verdict], CLASS[m.verdicts[c.key].verdict])
+    rows = [[_td(m.name)] + [_td(verdict_text(m.verdicts[c.key]), CLASS[m.verdicts[c.key].verdict])
                              for c in cols] for m in report.models]
     parts.append(_table(["model"] + [c.label for c in cols], rows, raw=True))
     for m in report.models:
@@ -106,7 +106,7 @@ def render(report: Report, heatmap_png: bytes | None = None, title: str = "Day-0
         for g in m.groups:
             row = [_td(g.label)] + [_td(g.cells[c.key].text(), "num") for c in cols]
             if len(cols) > 1:
-                row.append(_td("same", "same") if g.same else
+                row.append(_td("-") if g.same is None else _td("same", "same") if g.same else
                            _td("different (" + ", ".join(g.differs) + ")", "different"))
             rows.append(row)
         parts.append(_table(header, rows, raw=True))

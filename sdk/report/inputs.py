@@ -104,6 +104,11 @@ def load_inputs(paths: Iterable[str | os.PathLike[str]]) -> Inputs:
     warnings: list[str] = []
     for rs in sets:
         warnings.extend(rs.warnings)
+        if not rs.records:  # a header only (a run that stopped at once): an empty column
+            h = rs.header
+            col = Column(_base(h.backend), h.archs[0] if len(h.archs) == 1 else "", h.device, h.compile_only)
+            columns.setdefault(col, ColumnData(col, [], [rs.path]))
+            warnings.append(f"{rs.path}: no records (the run wrote its header only)")
         for rec in rs.records:
             col = column_of(rec, rs)
             data = columns.setdefault(col, ColumnData(col, []))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..conformance.results import COMPILE_STATUSES, RUN_STATUSES
-from .model import GAPS, NO, RUNS, UNTESTED, Report, Verdict, group_label, status_totals
+from .model import GAPS, NO, NOT_RUN_GROUP, RUNS, UNTESTED, Report, Verdict, group_label, status_totals
 
 MAX_FAILURES = 40
 MAX_UNLOCK = 20
@@ -20,8 +20,17 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def verdict_text(v: Verdict) -> str:
+    """The verdict, marking gaps that are only the suite's (every kernel passes every item)."""
+    if v.verdict == GAPS and not (v.partial or v.untested or v.blocking):
+        return "runs with gaps (suite only)"
+    return VERDICT_MARK[v.verdict]
+
+
 def why(v: Verdict) -> str:
-    parts = []
+    parts: list[str] = []
+    if v.verdict == UNTESTED:
+        return "none of its kernels was run here"
     if v.blocking:
         parts.append("no item passes: " + ", ".join(v.blocking))
     if v.partial:
@@ -50,7 +59,7 @@ def render(report: Report) -> str:
                "on a compile-only column \"passed\" means \"compiled\".")
     out.append("")
     for w in report.warnings:
-        out.append(f"> warning: {w}")
+        out += [f"> warning: {w}", ""]
     totals = status_totals(report)
     out += table(["column", "device", "backend", "arch", "mode", "items", "statuses"],
                  [[c.key, c.device or "?", c.backend, c.arch or "?",
@@ -58,7 +67,7 @@ def render(report: Report) -> str:
                    ", ".join(f"{n} {s}" for s, n in sorted(totals[c.key].items()))] for c in cols])
     out += ["", "## Models", ""]
     out += table(["model"] + [c.label for c in cols],
-                 [[m.name] + [VERDICT_MARK[m.verdicts[c.key].verdict] for c in cols]
+                 [[m.name] + [verdict_text(m.verdicts[c.key]) for c in cols]
                   for m in report.models])
     for m in report.models:
         out += ["", f"### {m.name}", ""]
@@ -72,9 +81,11 @@ def render(report: Report) -> str:
             header.append("same on every device")
         rows = []
         for g in m.groups:
-            row = [g.label] + [g.cells[c.key].text() for c in cols]
+            label = g.label + (f": {', '.join(g.kernels)}" if g.group == NOT_RUN_GROUP else "")
+            row = [label] + [g.cells[c.key].text() for c in cols]
             if len(cols) > 1:
-                row.append("same" if g.same else "different (" + ", ".join(g.differs) + ")")
+                row.append("-" if g.same is None else "same" if g.same else
+                           "different (" + ", ".join(g.differs) + ")")
             rows.append(row)
         out += table(header, rows)
         if report.sims:

@@ -12,8 +12,9 @@ Verdict of a model on a device column (K = the kernels the model's manifest need
 On a compile-only column "passed" means "compiled": the verdict says whether the model would run as
 far as compiling can tell, and the column is labelled "compiled".
 
-A group row is "same" across columns when, for every kernel of that group the model needs, exactly
-the same items (case, dtype) pass on every column; otherwise "different", naming the kernels.
+A group row is "same" across the columns that ran it when, for every kernel of that group the model
+needs, exactly the same items (case, dtype) pass on each of them; otherwise "different", naming the
+kernels ("-" when fewer than two columns ran it).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ VERDICTS = (RUNS, GAPS, NO, UNTESTED)
 GROUP_LABELS = {"rope": "RoPE/mRoPE", "mamba_conv": "Mamba conv", "fla_gdn": "FLA GDN", "moe": "MoE",
                 "sampling": "sampling", "norms": "norms", "attention": "attention",
                 "activation": "activation", "gemm": "GEMM"}
-NOT_RUN_GROUP = "(not run)"
+NOT_RUN_GROUP = "(in no results file)"  # kernels a model needs that no column ran
 
 
 def group_label(group: str) -> str:
@@ -191,8 +192,9 @@ def model_report(needs: ModelNeeds, columns: list[ColumnData], groups: dict[str,
                 cell.items_passed += passed
                 cell.kernels_passed += bool(recs) and passed == len(recs)
             cells[key] = cell
-        differs = [k for k in ks if len({_passing_items(bk.get(k, [])) for bk in per_col.values()}) > 1]
-        same = None if len(per_col) < 2 else not differs
+        ran = [bk for key, bk in per_col.items() if cells[key].items]  # columns that ran the group
+        differs = [k for k in ks if len({_passing_items(bk.get(k, [])) for bk in ran}) > 1]
+        same = None if len(ran) < 2 else not differs
         rows.append(GroupRow(group, group_label(group), ks, cells, same, differs))
     kernel_rows = []
     for k in needs.kernels:

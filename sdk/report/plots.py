@@ -1,8 +1,12 @@
 """The models x devices heat map (matplotlib, Agg backend: no display needed).
 
-Each cell is the share of the model's items (its kernels' cases x dtypes) that passed (or compiled)
-on that device column, coloured red (0) to green (1), grey when not tested, and labelled with the
-verdict.
+Each cell is coloured by the model's verdict on that device column and labelled with the share of
+the model's items (its kernels' cases x dtypes) that passed (or compiled):
+  dark green   runs;
+  light green  every kernel passes all its items, but the manifest lists families the suite does
+               not cover (runs with gaps, the gaps being the suite's);
+  amber        runs with gaps (some items fail, or some kernels were not run there);
+  red          does not run;                grey   not tested.
 """
 from __future__ import annotations
 
@@ -10,9 +14,17 @@ import io
 import math
 import os
 
-from .model import GAPS, NO, RUNS, UNTESTED, Report
+from .model import GAPS, NO, RUNS, UNTESTED, Report, Verdict
 
-SHORT = {RUNS: "runs", GAPS: "gaps", NO: "does not run", UNTESTED: "not tested"}
+#: (code, colour, short label) per heat-map category
+CATEGORIES = [(RUNS, "#1a9850", "runs"), ("suite gaps", "#a6d96a", "all pass, suite gaps"),
+              (GAPS, "#fdae61", "gaps"), (NO, "#d73027", "does not run"), (UNTESTED, "#cccccc", "not tested")]
+
+
+def category(v: Verdict) -> int:
+    if v.verdict == GAPS and not (v.partial or v.untested or v.blocking):
+        return 1
+    return {RUNS: 0, GAPS: 2, NO: 3, UNTESTED: 4}[v.verdict]
 
 
 def matrix(report: Report) -> list[list[float]]:
@@ -29,37 +41,41 @@ def matrix(report: Report) -> list[list[float]]:
 
 
 def heatmap_png(report: Report, dpi: int = 110) -> bytes:
-    import matplotlib
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.colors import ListedColormap
+    from matplotlib.figure import Figure  # no pyplot: no global state, Agg canvas on savefig
+    from matplotlib.patches import Patch
 
-    data = np.array(matrix(report), dtype=float).reshape(len(report.models), len(report.columns))
+    share = np.array(matrix(report), dtype=float).reshape(len(report.models), len(report.columns))
+    codes = np.array([[category(m.verdicts[c.key]) for c in report.columns] for m in report.models],
+                     dtype=float).reshape(share.shape)
     models = [m.name for m in report.models]
     labels = [c.label.replace(" (", "\n(") for c in report.columns]
-    width = max(5.0, 1.2 + 2.1 * len(labels))
-    height = max(2.6, 1.3 + 0.5 * len(models))
-    fig, ax = plt.subplots(figsize=(width, height), dpi=dpi)
-    try:
-        cmap = matplotlib.colormaps["RdYlGn"].with_extremes(bad="#cccccc")
-        im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
-        ax.set_xticks(range(len(labels)), labels, fontsize=8)
-        ax.set_yticks(range(len(models)), models, fontsize=9)
-        ax.xaxis.tick_top()
-        for i, m in enumerate(report.models):
-            for j, c in enumerate(report.columns):
-                v = m.verdicts[c.key].verdict
-                value = data[i, j]
-                text = SHORT[v] if math.isnan(value) else f"{SHORT[v]}\n{value:.0%}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                        color="black" if math.isnan(value) or 0.25 < value < 0.85 else "white")
-        fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label="items passed / compiled")
-        ax.set_title("Day-0 coverage: models x devices", fontsize=10, pad=8)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-    finally:
-        plt.close(fig)
+    width = max(6.0, 2.2 + 2.1 * len(labels))
+    height = max(3.0, 1.6 + 0.5 * len(models))
+    fig = Figure(figsize=(width, height), dpi=dpi)
+    ax = fig.subplots()
+    cmap = ListedColormap([c for _, c, _ in CATEGORIES])
+    ax.imshow(codes, cmap=cmap, vmin=-0.5, vmax=len(CATEGORIES) - 0.5, aspect="auto")
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_yticks(range(len(models)), models, fontsize=9)
+    ax.xaxis.tick_top()
+    ax.set_xticks(np.arange(-0.5, len(labels)), minor=True)
+    ax.set_yticks(np.arange(-0.5, len(models)), minor=True)
+    ax.grid(which="minor", color="white", linewidth=2)
+    ax.tick_params(which="minor", length=0)
+    for i in range(len(models)):
+        for j in range(len(labels)):
+            code, value = int(codes[i, j]), share[i, j]
+            text = CATEGORIES[code][2] + ("" if math.isnan(value) else f"\n{value:.0%} of items")
+            ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                    color="white" if code in (0, 3) else "black")
+    ax.legend(handles=[Patch(color=c, label=label) for _, c, label in CATEGORIES], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_title("Day-0 coverage: models x devices", fontsize=10, pad=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
     return buf.getvalue()
 
 

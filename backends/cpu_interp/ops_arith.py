@@ -15,12 +15,14 @@ Integer numerics are LLVM's with the poison cases resolved as an NVIDIA GPU reso
 Float ops are IEEE round-to-nearest-even in the operand type (bf16 / fp8 computed in float32 and
 rounded back: exact for add/sub/mul/div/sqrt). arith.divf and math.sqrt are approximate on the GPU
 (div.full, sqrt.approx: <= 2 ulp); here they are correctly rounded, like tt.precise_divf/sqrt.
+The GPU also contracts a separate mulf + addf into one fma (enable_fp_fusion); here each op rounds,
+so such a pair may differ from the GPU by an ulp of the sum. Subnormals are kept (no flush to zero).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from sdk.numerics import compute_dtype, from_storage, int_bits, is_float, round_to, to_storage
+from sdk.numerics import compute_dtype, from_storage, int_bits, round_to, to_storage
 from sdk.ttir import PointerType, ScalarType, TensorType
 
 from .table import TABLE, rule

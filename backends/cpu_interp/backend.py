@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import contextvars
 import ctypes
 from typing import Any
@@ -22,6 +23,10 @@ class CpuInterpBackend(Backend):
     binary_ext = "ttir_cpu"
     torch_device = "cpu"
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._programs: dict[str, Program] = {}
+
     def lowering_table(self) -> LoweringTable:
         return TABLE
 
@@ -30,7 +35,12 @@ class CpuInterpBackend(Backend):
         return module.text.encode()
 
     def load(self, artifact: bytes, kernel: KernelInfo) -> Program:
-        return Program(parse(artifact.decode()), self.lowering)
+        """Parsed and compiled once per artifact (Triton may ask again for the same kernel)."""
+        key = hashlib.sha1(artifact).hexdigest()
+        prog = self._programs.get(key)
+        if prog is None:
+            prog = self._programs[key] = Program(parse(artifact.decode()), self.lowering)
+        return prog
 
     def to_device(self, tensor: Any, name: str) -> DeviceArg:
         """Zero-copy: the kernel addresses the CPU tensor's own memory, from its first element to

@@ -55,6 +55,35 @@ def to_raw(name: str, vals: Any) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------- memory
+class Ptrs:
+    """A tensor of pointers held as `base + off * w`: `base` per program (shape (L, 1, ...)), `off`
+    element offsets (often shared by every program, leading axis 1). Loads and stores check bounds
+    and gather whole rows from these parts without materialising addresses; anything else sees the
+    int64 addresses through numpy's __array__ protocol."""
+
+    __slots__ = ("base", "off", "w", "shape")
+
+    def __init__(self, base, off, w, shape):
+        self.base, self.off, self.w, self.shape = base, off, w, tuple(shape)
+
+    dtype = np.dtype(np.int64)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def materialize(self) -> np.ndarray:
+        a = self.base if self.off is None else self.base + self.off.astype(np.int64) * self.w
+        return np.broadcast_to(a, self.shape)
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.materialize()
+        return a if dtype is None else a.astype(dtype)
+
+    def __getattr__(self, name):  # anything else: behave like the address array
+        return getattr(self.materialize(), name)
+
+
 class Memory:
     def __init__(self, args: list[DeviceArg], flags: dict, unaligned: bool = False):
         self.args = sorted(args, key=lambda a: a.address)
@@ -130,10 +159,89 @@ class Memory:
             f"of a {n}-element ({arg.nbytes}-byte) tensor, first in program {pid}, at {_where(op)}")
 
     # ---------------------------------------------------------------------------- access
+    # ------------------------------------------------------------ fast path: base + offsets
+    def _plan(self, ptr, w):
+        """For a lazy pointer tensor whose every lane (masked or not) lies inside one argument:
+        (arg, per-program base index, element offsets). None sends the access to the exact path."""
+        if not isinstance(ptr, Ptrs) or ptr.w != w or self.check_uninit or self.check_races or self.unaligned:
+            return None
+        base, off = ptr.base, ptr.off
+        bmin = int(base.min())
+        arg = self.find(bmin)
+        if arg is None:
+            return None
+        if off is None:
+            lo, hi = bmin, int(base.max())
+        else:
+            axes = tuple(i for i, (b, o) in enumerate(zip(base.shape, off.shape)) if b == 1 and o > 1)
+            if len(axes) == off.ndim or base.size == 1:
+                lo, hi = bmin + int(off.min()) * w, int(base.max()) + int(off.max()) * w
+            else:
+                omin = off.min(axis=axes, keepdims=True) if axes else off
+                omax = off.max(axis=axes, keepdims=True) if axes else off
+                lo, hi = int((base + omin * w).min()), int((base + omax * w).max())
+        if lo < arg.address or hi + w > arg.address + arg.nbytes:
+            return None
+        return arg, (base - arg.address) // w, off
+
+    def _rows(self, bidx, off, shape):
+        """Row starts when offsets are contiguous along the last axis (a row copy per lane)."""
+        if off is None or off.shape[-1] < 8 or bidx.shape[-1] != 1 or off.size > (1 << 17):
+            return None
+        if not (off[..., 1:] - off[..., :-1] == 1).all():
+            return None
+        starts = np.broadcast_to(bidx + off[..., :1], shape[:-1] + (1,))[..., 0]
+        return starts
+
+    def _fast_load(self, ctx, op, ptr, mask, other, elem, dt, shape):
+        plan = self._plan(ptr, dt.itemsize)
+        if plan is None:
+            return None
+        arg, bidx, off = plan
+        view = self.view(arg, dt)
+        starts = self._rows(bidx, off, shape)
+        if starts is not None:
+            raw = np.lib.stride_tricks.sliding_window_view(view, shape[-1])[starts]
+        else:
+            raw = view[bidx if off is None else bidx + off]
+        vals = from_raw(elem, raw)
+        if vals.shape != shape:
+            vals = np.broadcast_to(vals, shape)
+        m = _live(ctx, mask, shape)
+        if m is None:
+            return vals
+        cdt = compute_dtype(elem)
+        return np.where(m, vals, _fill(other, (), cdt) if other is None else other).astype(cdt, copy=False)
+
+    def _fast_store(self, ctx, op, ptr, val, mask, elem, dt, shape):
+        plan = self._plan(ptr, dt.itemsize)
+        if plan is None:
+            return False
+        arg, bidx, off = plan
+        view = self.view(arg, dt)
+        raw = np.broadcast_to(to_raw(elem, val), shape)
+        m = _live(ctx, mask, shape)
+        if m is None:
+            starts = self._rows(bidx, off, shape)
+            if starts is not None:
+                win = np.lib.stride_tricks.sliding_window_view(view, shape[-1], writeable=True)
+                win[starts] = raw
+                return True
+            idx = bidx if off is None else bidx + off
+            view[np.broadcast_to(idx, shape)] = raw
+            return True
+        idx = np.broadcast_to(bidx if off is None else bidx + off, shape)
+        view[idx[m]] = raw[m]
+        return True
+
     def load(self, ctx, op, ptr: np.ndarray, mask, other, elem: str) -> np.ndarray:
         dt = numpy_dtype(elem)
         w = dt.itemsize
         shape = _bshape(ctx, ptr, mask, other)
+        out = self._fast_load(ctx, op, ptr, mask, other, elem, dt, shape)
+        if out is not None:
+            return out
+        ptr = np.asarray(ptr)
         addr = np.broadcast_to(ptr, shape)
         m = _live(ctx, mask, shape)
         cdt = compute_dtype(elem)
@@ -152,7 +260,9 @@ class Memory:
         dt = numpy_dtype(elem)
         w = dt.itemsize
         shape = _bshape(ctx, ptr, mask, val)
-        addr = np.broadcast_to(ptr, shape)
+        if self._fast_store(ctx, op, ptr, val, mask, elem, dt, shape):
+            return
+        addr = np.broadcast_to(np.asarray(ptr), shape)
         m = _live(ctx, mask, shape)
         if m is not None and not m.any():
             return
@@ -174,6 +284,7 @@ class Memory:
         """Read-modify-write on every live lane, lanes in program order (a serial order)."""
         dt = numpy_dtype(elem)
         w = dt.itemsize
+        ptr = np.asarray(ptr)
         shape = _bshape(ctx, ptr, mask, val, cmp)
         addr = np.broadcast_to(ptr, shape)
         m = _live(ctx, mask, shape)

@@ -8,6 +8,7 @@ import numpy as np
 from sdk.numerics import numpy_dtype
 from sdk.ttir import PointerType, TensorDescType, TensorType
 
+from .memory import Ptrs
 from .table import rule
 
 
@@ -28,9 +29,18 @@ def _width(t) -> int:
     return numpy_dtype(_pointee(t)).itemsize
 
 
+def as_ptrs(x, w) -> "Ptrs":
+    return x if isinstance(x, Ptrs) else Ptrs(np.asarray(x), None, w, np.shape(x))
+
+
 @rule("tt.addptr")
 def _addptr(ctx, op, p, off):
     w = _width(op.result.type)
+    if isinstance(p, Ptrs) and p.w == w:
+        off = np.asarray(off)
+        new = off if p.off is None else np.add(p.off, off, dtype=np.int64)
+        return Ptrs(p.base, new, w, np.broadcast_shapes(p.shape, off.shape))
+    p = np.asarray(p)
     off = off.astype(np.int64) if off.dtype != np.int64 else off
     return p + (off * w if w != 1 else off)
 
@@ -52,20 +62,27 @@ class BlockPtr:
         self.block, self.elem = block, elem
 
     def addresses(self, check: list[int] | None):
-        """(address tensor, in-bounds mask over the checked dims or None), with a program axis."""
+        """(pointer tensor, in-bounds mask over the checked dims or None), with a program axis."""
         w = numpy_dtype(self.elem).itemsize
         nd = len(self.block)
-        addr = _expand(self.base, nd)
+        base = _expand(self.base, nd).astype(np.int64)
+        off = None
         mask = None
         for d, n in enumerate(self.block):
             shp = [1] * (nd + 1)
             shp[d + 1] = n
-            i = _expand(self.offsets[d], nd).astype(np.int64) + np.arange(n, dtype=np.int64).reshape(shp)
-            addr = addr + i * (_expand(self.strides[d], nd) * w)
+            start = _expand(self.offsets[d], nd).astype(np.int64)
+            stride = _expand(self.strides[d], nd).astype(np.int64)
+            r = np.arange(n, dtype=np.int64).reshape(shp)
+            base = base + start * stride * w
+            term = r * stride
+            off = term if off is None else off + term
             if check and d in check:
+                i = start + r
                 ok = (i >= 0) & (i < _expand(self.shape[d], nd))
                 mask = ok if mask is None else mask & ok
-        return addr, mask
+        lead = max(base.shape[0], off.shape[0])
+        return Ptrs(base, off, w, (lead,) + tuple(self.block)), mask
 
 
 def _expand(x, nd):

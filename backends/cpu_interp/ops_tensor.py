@@ -14,12 +14,25 @@ from sdk.errors import KernelFault
 from sdk.ttir import PointerType, ScalarType
 
 from .memory import compute_dtype
+from .ops_memory import Ptrs
 from .table import rule
 
 
 def _dt(t) -> np.dtype:
     e = t.element
     return np.dtype(np.int64) if isinstance(e, PointerType) else compute_dtype(str(e))
+
+
+def full(x, t) -> np.ndarray:
+    """`x` broadcast to the TTIR type's shape (splat/broadcast results stay compact: (L, 1, ...))."""
+    shape = tuple(t.shape)
+    if x.shape[1:] != shape:
+        return np.broadcast_to(x, x.shape[:1] + shape)
+    return x
+
+
+def _fulls(op, xs):
+    return [full(np.asarray(x), v.type) for x, v in zip(xs, op.operands)]
 
 
 def _lead(*xs):
@@ -58,55 +71,75 @@ def _splat(ctx, op, x):
     x = np.asarray(x)
     if x.ndim == 0:
         x = x.reshape(1)
-    return np.broadcast_to(x.reshape(x.shape[:1] + (1,) * len(shape)), x.shape[:1] + tuple(shape))
+    b = x.reshape(x.shape[:1] + (1,) * len(shape))
+    if isinstance(op.result.type.element, PointerType):
+        return Ptrs(b, None, _ptr_width(op.result.type), x.shape[:1] + tuple(shape))
+    return b  # compact: element-wise rules broadcast it; shape-sensitive rules call full()
+
+
+@lru_cache(maxsize=None)
+def _ptr_width(t) -> int:
+    from sdk.numerics import numpy_dtype
+    p = t.element.pointee
+    return numpy_dtype(str(p.element if hasattr(p, "dims") else p)).itemsize
 
 
 @rule("tt.unsplat")
 def _unsplat(ctx, op, x):
-    return x.reshape(x.shape[:1])
+    return np.asarray(x).reshape(x.shape[0], -1)[:, 0]
 
 
 @rule("tt.broadcast")
 def _broadcast(ctx, op, x):
-    return np.broadcast_to(x, x.shape[:1] + tuple(op.result.type.shape))
+    if isinstance(x, Ptrs):
+        return Ptrs(x.base, x.off, x.w, x.shape[:1] + tuple(op.result.type.shape))
+    return x  # compact (see splat)
 
 
 @rule("tt.expand_dims")
 def _expand_dims(ctx, op, x):
-    return np.expand_dims(x, int(op.attrs["axis"]) + 1)
+    ax = int(op.attrs["axis"]) + 1
+    if isinstance(x, Ptrs):
+        shape = list(x.shape)
+        shape.insert(ax, 1)
+        return Ptrs(np.expand_dims(x.base, ax), None if x.off is None else np.expand_dims(x.off, ax), x.w, shape)
+    return np.expand_dims(x, ax)
 
 
 @rule("tt.reshape")
 def _reshape(ctx, op, x):
+    x = full(np.asarray(x), op.operands[0].type)
     return x.reshape(x.shape[:1] + tuple(op.result.type.shape))
 
 
 @rule("tt.trans")
 def _trans(ctx, op, x):
     order = op.attrs.get("order", [1, 0])
+    x = full(np.asarray(x), op.operands[0].type)
     return np.transpose(x, (0,) + tuple(int(o) + 1 for o in order))
 
 
 @rule("tt.join")
 def _join(ctx, op, a, b):
-    a, b = _lead(a, b)
+    a, b = _lead(*_fulls(op, (a, b)))
     return np.stack([a, b], axis=-1)
 
 
 @rule("tt.split")
 def _split(ctx, op, x):
+    x = full(np.asarray(x), op.operands[0].type)
     return x[..., 0], x[..., 1]
 
 
 @rule("tt.cat")
 def _cat(ctx, op, a, b):
-    a, b = _lead(a, b)
+    a, b = _lead(*_fulls(op, (a, b)))
     return np.concatenate([a, b], axis=1)
 
 
 @rule("tt.gather")
 def _gather(ctx, op, src, idx):
-    src, idx = _lead(src, idx)
+    src, idx = _lead(*_fulls(op, (src, idx)))
     ax = int(op.attrs.get("axis", 0)) + 1
     return np.take_along_axis(src, idx.astype(np.int64), axis=ax)
 
@@ -114,7 +147,7 @@ def _gather(ctx, op, src, idx):
 @rule("tt.histogram")
 def _histogram(ctx, op, x, mask=None):
     nb = op.result.type.shape[0]
-    x = x.astype(np.int64)
+    x = full(np.asarray(x), op.operands[0].type).astype(np.int64)
     ok = (x >= 0) & (x < nb)
     if mask is not None:
         ok &= mask
@@ -150,6 +183,7 @@ def _fast_combine(op):
 @rule("tt.reduce")
 def _reduce(ctx, op, *xs):
     ax = int(op.attrs["axis"]) + 1
+    xs = _fulls(op, xs)
     fast = _fast_combine(op)
     if fast is not None:
         x = xs[0]
@@ -179,6 +213,7 @@ _FAST_SCAN = {"arith.addf": np.add, "arith.addi": np.add, "arith.mulf": np.multi
 def _scan(ctx, op, *xs):
     ax = int(op.attrs["axis"]) + 1
     rev = bool(op.attrs.get("reverse", False))
+    xs = _fulls(op, xs)
     xs = [np.flip(x, ax) if rev else x for x in _lead(*xs)]
     fast = _fast_combine(op)
     if fast is not None and fast in _FAST_SCAN.values():
@@ -206,6 +241,7 @@ def _dot(ctx, op, a, b, c):
     """fp inputs (f16, bf16, fp8, f32 incl. tf32 precision) are multiplied and accumulated in fp32
     (f64 in f64); int8 in int32. tf32/tf32x3/bf16x3 input precisions are computed in full fp32."""
     out_dt = _dt(op.result.type)
+    a, b, c = _fulls(op, (a, b, c))
     if out_dt.kind in "iu":
         acc = np.matmul(a.astype(np.int64), b.astype(np.int64)) + c
         return acc.astype(out_dt)

@@ -119,7 +119,7 @@ def records(path: Path) -> list[dict]:
 
 def test_generated_package_tests_pass(installed):
     out = run(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", cwd=installed)
-    assert out.returncode == 0 and "5 passed" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.returncode == 0 and "6 passed" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
 
 
 def test_day0_backends_lists_it(installed):

@@ -148,6 +148,26 @@ def test_crash_and_hang_become_records(tiny_env, tmp_path, capsys):
     assert [e.get("type") for e in root.iter("failure")] == ["fail"]
 
 
+def test_compile_only_for_several_archs(tiny_env, tmp_path, capsys):
+    out = tmp_path / "c.jsonl"
+    code, stdout, err = day0(capsys, "conformance", "--backend", "faulty", "--arch", "a1,a2",
+                             "--compile-only", "--kernels", "tiny_add,tiny_raise,tiny_crash",
+                             "--out", out)
+    assert code == 1, err
+    rs = load_results(out)
+    assert rs.header.compile_only and rs.header.archs == ["a1", "a2"] and rs.header.backend == "faulty"
+    assert len(rs.records) == 12
+    for r in rs.records:
+        assert r.backend == f"faulty@{r.arch}/compile" and r.arch in ("a1", "a2")
+        if r.kernel == "tiny_raise":
+            assert r.status == "failed" and "RuntimeError" in r.detail
+        else:  # nothing runs, so the crashing kernel compiles too
+            assert r.status == "compiled" and r.max_abs is None
+            (stats,) = r.launch_stats
+            assert stats["arch"] == r.arch and stats["registers"] == 8 and "_tiny_" in stats["kernel"]
+    assert "compile-only" in stdout and "10/12 items passed" in stdout
+
+
 def test_unsupported_ops_are_recorded(tiny_env):
     """A backend without a rule for an op: an unsupported record naming every place it occurs."""
     from doubles.faulty_backend import NoAddBackend

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import ConfigError, Day0Error
+from ..errors import ConfigError
 
 EPILOG = """\
 exit status:

@@ -24,6 +24,28 @@ class FaultyBackend(CpuInterpBackend):
             time.sleep(1e6)
         super().launch(kernel, grid, args, stream)
 
+    def variant(self, arch: str | None = None, compile_only: bool = False) -> CpuInterpBackend:
+        if not compile_only:
+            return super().variant(arch, compile_only)
+        return CompileOnlyFaulty(arch or self.target.arch)
+
+
+class CompileOnlyFaulty(FaultyBackend):
+    """`faulty@ARCH/compile`: compiles as cpu_interp does, launches nothing, reports stats."""
+
+    def __init__(self, arch: str):
+        super().__init__()
+        self.target = Target(backend="faulty", arch=arch, device_model="host_cpu")
+        self._stats: list[dict] = []
+
+    def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
+        self._stats.append({"kernel": kernel.entry.name, "arch": self.target.arch, "registers": 8,
+                            "spills": 0, "shared_bytes": 0, "grid": list(grid)})
+
+    def take_launch_stats(self) -> list[dict]:
+        out, self._stats = self._stats, []
+        return out
+
 
 class NoAddBackend(CpuInterpBackend):
     """cpu_interp whose lowering table refuses arith.addf: every kernel that adds is unsupported."""

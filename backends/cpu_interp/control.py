@@ -154,5 +154,6 @@ def _terminator(ctx, op, *vals):
     return list(vals)
 
 
-for _name in ("tt.return", "scf.yield", "scf.condition", "tt.reduce.return", "tt.scan.return"):
+for _name in ("tt.return", "scf.yield", "scf.condition", "tt.reduce.return", "tt.scan.return", "cf.br",
+              "cf.cond_br"):
     TABLE.register(_name, _terminator)

@@ -21,7 +21,8 @@ from sdk.ttir import Block, Func, Module, Op, PointerType, Region, ScalarType, T
 
 from .memory import Memory
 
-TERMINATORS = frozenset({"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition"})
+TERMINATORS = frozenset({"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition",
+                         "cf.br", "cf.cond_br"})
 ELEMENT_BUDGET = int(os.environ.get("DAY0_INTERP_CHUNK_ELEMENTS", 1 << 18))
 
 
@@ -73,14 +74,14 @@ class Ctx:
     def run(self, region: Region, args: list) -> list:
         """Run a region's entry block with `args` bound to its block arguments; return the values
         its terminator yields."""
-        return self.program.run_code(self, self.program.code(region), args)
+        return self.program.run_region(self, region, args)
 
     def call(self, name: str, args: list) -> list:
         prog = self.program
         saved = self.env
         self.env = [None] * prog.nslots[name]
         try:
-            return prog.run_code(self, prog.code(prog.module.funcs[name].body), args)
+            return prog.run_region(self, prog.module.funcs[name].body, args)
         finally:
             self.env = saved
 
@@ -162,6 +163,55 @@ class Program:
             ops.append(op)
         return Code(steps, ops, args, out, term)
 
+    def run_region(self, ctx: "Ctx", region: Region, args: list) -> list:
+        if len(region.blocks) == 1:
+            return self.run_code(ctx, self._codes[id(region.blocks[0])], args)
+        return self.run_cfg(ctx, region, args)
+
+    def run_cfg(self, ctx: "Ctx", region: Region, args: list) -> list:
+        """A region of several blocks (cf.br / cf.cond_br, e.g. an early `return`): blocks run in
+        order, each under the mask of the programs that branched to it; block arguments and
+        returned values merge per program."""
+        from .control import _merge
+        labels = {b.label: b for b in region.blocks}
+        incoming: dict[int, list] = {id(region.blocks[0]): [(ctx.active, list(args))]}
+        outer = ctx.active
+        result = None
+        try:
+            for block in region.blocks:
+                edges = incoming.pop(id(block), None)
+                if not edges:
+                    continue
+                mask, vals = edges[0]
+                for m2, v2 in edges[1:]:
+                    vals = _merge(ctx, m2, v2, vals) if m2 is not None else v2
+                    mask = None if (mask is None or m2 is None) else (mask | m2)
+                if mask is not None and mask.all() and outer is None:
+                    mask = None
+                ctx.active = mask
+                code = self._codes[id(block)]
+                out = self.run_code(ctx, code, vals)
+                term = code.term
+                if term is None or term.name == "tt.return":
+                    result = out if result is None or mask is None else _merge(ctx, mask, out, result)
+                    continue
+                cur = np.ones(ctx.P, bool) if mask is None else mask
+                if term.name == "cf.br":
+                    incoming.setdefault(id(labels[term.successors[0]]), []).append((mask, out))
+                    continue
+                c = np.broadcast_to(np.asarray(out[0]).astype(bool).reshape(-1), (ctx.P,))
+                t_blk, f_blk = labels[term.successors[0]], labels[term.successors[1]]
+                nt = len(t_blk.args)
+                t_args, f_args = out[1:1 + nt], out[1 + nt:]
+                mt, mf = cur & c, cur & ~c
+                if mt.any():
+                    incoming.setdefault(id(t_blk), []).append((None if mask is None and mt.all() else mt, t_args))
+                if mf.any():
+                    incoming.setdefault(id(f_blk), []).append((None if mask is None and mf.all() else mf, f_args))
+        finally:
+            ctx.active = outer
+        return result if result is not None else []
+
     def code(self, region_or_block) -> Code:
         b = region_or_block.blocks[0] if isinstance(region_or_block, Region) else region_or_block
         return self._codes[id(b)]
@@ -202,7 +252,6 @@ class Program:
         chunk = 1 if self.serial else max(1, min(total, ELEMENT_BUDGET // self.max_numel))
         lin = np.arange(total, dtype=np.int64)
         consts = self.consts[func.name]
-        code = self.code(func.body)
         with np.errstate(all="ignore"):
             for start in range(0, total, chunk):
                 ids = lin[start:start + chunk]
@@ -212,7 +261,7 @@ class Program:
                 ctx.env = [None] * self.nslots[func.name]
                 for k, c in consts:
                     ctx.env[k] = c
-                self.run_code(ctx, code, values)
+                self.run_region(ctx, func.body, values)
         mem.finish()
 
 

@@ -131,7 +131,9 @@ class _Utils:
         self.backend = backend
 
     def load_binary(self, name: str, kernel: bytes, shared: int, device: int) -> tuple:
-        return None, _Pending(name, kernel), 0, 0, 1 << 30
+        # the module must not be None: Triton re-runs _init_handles (a new launcher, a new load)
+        # before every launch while it is, because launch_metadata checks it
+        return name, _Pending(name, kernel), 0, 0, 1 << 30
 
     def unload_module(self, module: Any) -> None:
         pass
@@ -163,15 +165,26 @@ class _Launcher:
         self.src = src
         self.kernel = None
         self.raw = backend.passes_tensors
+        self.direct = None  # Triton's own launcher, when the loaded kernel brings one (see __call__)
+        self.function = None
 
     def _runtime_params(self) -> tuple[tuple[str, str], ...]:
         return tuple((n, t) for n, t in _flatten(self.params) if t != "constexpr")
 
     def __call__(self, gx, gy, gz, stream, function, packed_metadata, launch_metadata,
                  enter_hook, exit_hook, *args):
+        if self.direct is not None:  # the hot path: one Python frame over Triton's own launcher
+            return self.direct(gx, gy, gz, stream, self.function, packed_metadata, launch_metadata,
+                               enter_hook, exit_hook, *args)
         if self.kernel is None:
             info = KernelInfo(function.name, self._runtime_params(), self.metadata, self.src)
             self.kernel = self.backend.load(function.artifact, info)
+            if self.raw and getattr(self.kernel, "triton_launcher", None) is not None:
+                # a passes_tensors backend whose kernel handle carries a launcher with Triton's
+                # own calling convention and the `function` handle it takes (nvidia_ref)
+                self.direct, self.function = self.kernel.triton_launcher, self.kernel.function
+                return self(gx, gy, gz, stream, function, packed_metadata, launch_metadata,
+                            enter_hook, exit_hook, *args)
         if gx * gy * gz == 0:
             return
         if enter_hook is not None:
@@ -287,6 +300,8 @@ def driver_class(name: str) -> type[DriverBase]:
     """A concrete `DriverBase` for the day0 backend `name`; active when selected."""
     _emulate_default_backend(name)
 
+    _device = device_id(name)
+
     class Day0Driver(DriverBase):
         day0_name = name
 
@@ -312,7 +327,7 @@ def driver_class(name: str) -> type[DriverBase]:
             return torch.device(self.day0.torch_device)
 
         def get_current_device(self) -> int:
-            return device_id(name)
+            return _device  # asked before every launch
 
         def set_current_device(self, device: Any) -> None:
             pass

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+import torch
+
 from sdk.backend import Artifact, Backend, DeviceArg, KernelInfo, LoweringTable, Target
 from sdk.errors import BackendUnavailable
 from sdk.ttir import Module
@@ -25,7 +27,6 @@ _STAT_KEYS = ("registers", "spill_stores", "spill_loads", "stack_bytes", "static
 
 def _current_gpu_arch() -> str | None:
     try:
-        import torch
         if torch.cuda.is_available():
             major, minor = torch.cuda.get_device_capability()
             return f"sm_{major}{minor}"
@@ -45,6 +46,12 @@ class _Loaded:
     function: Any = None
     packed: tuple = ()
 
+    @property
+    def triton_launcher(self) -> Any:
+        """Triton's CudaLauncher (real mode): the bridge calls it directly with Triton's own
+        arguments and `function`, which keeps a launch within one Python frame of Triton's."""
+        return self.launcher
+
 
 class NvidiaRefBackend(Backend):
     name = "nvidia_ref"
@@ -63,6 +70,8 @@ class NvidiaRefBackend(Backend):
         self.ttir_passes = cuda.ttir_passes(self.arch.capability)
         self._stats: list[dict] = []
         self._cuda_utils: Any = None
+        if not compile_only:  # asked before every launch: bind the two C calls directly
+            self.current_stream = _raw_cuda_stream
         super().__init__()
 
     def variant(self, arch: str | None = None, compile_only: bool = False) -> "NvidiaRefBackend":
@@ -102,12 +111,12 @@ class NvidiaRefBackend(Backend):
                  "ptx_instructions": dict(getattr(md, "ptx_instructions", None) or {})}
         if self.compile_only:
             return _Loaded(kernel.name, stats)
-        import torch
         from triton.backends.nvidia import driver as nv
         device = torch.cuda.current_device()
         utils = self._utils()
-        _, function, n_regs, n_spills, _ = utils.load_binary(kernel.name, artifact, md.shared, device)
-        stats.update(loaded_registers=n_regs, loaded_spills=n_spills)
+        loaded = utils.load_binary(kernel.name, artifact, md.shared, device)  # (module, function, n_regs, ...)
+        function = loaded[1]
+        stats.update(loaded_registers=loaded[2], loaded_spills=loaded[3])
         if kernel.src is None:
             raise BackendUnavailable("nvidia_ref needs Triton's compile source to build its launcher "
                                      "(KernelInfo.src); launch through the Triton bridge")
@@ -130,6 +139,8 @@ class NvidiaRefBackend(Backend):
 
     # ---------------------------------------------------------------------------- launch
     def launch(self, kernel: _Loaded, grid: tuple[int, int, int], args: Any, stream: Any = None) -> None:
+        """Compile-only: record the facts. Real mode: the bridge normally calls Triton's launcher
+        directly (`_Loaded.triton_launcher`); this is the same launch for callers of the contract."""
         if kernel.launcher is None:  # compile-only: nothing runs, the facts are recorded
             self._stats.append({**kernel.stats, "grid": list(grid)})
             return
@@ -141,15 +152,12 @@ class NvidiaRefBackend(Backend):
         return out
 
     def current_stream(self, device: Any = None) -> int:
-        """The raw CUDA stream torch is using (so launches order with torch's own work)."""
-        if self.compile_only:
-            return 0
-        import torch
-        return torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
+        """Compile-only: no stream. Real mode replaces this with `_raw_cuda_stream` (torch's current
+        stream, so launches order with torch's own work)."""
+        return 0
 
     def synchronize(self) -> None:
         if not self.compile_only:
-            import torch
             torch.cuda.synchronize()
 
     # --------------------------------------------------------------------------- queries
@@ -157,26 +165,36 @@ class NvidiaRefBackend(Backend):
         if self.compile_only:
             return True, ""
         try:
-            import torch
             if not torch.cuda.is_available():
                 return False, ("torch.cuda.is_available() is False (no CUDA GPU or a CPU-only torch); "
                                f"use nvidia_ref@{self.arch.name}/compile to compile without a GPU")
         except Exception as exc:
             return False, f"torch cannot reach CUDA: {exc}"
         here = _current_gpu_arch()
-        if here and parse_arch(here).capability // 10 != self.arch.capability // 10:
+        if here and not _runs_on(self.arch.capability, parse_arch(here).capability):
             return False, (f"the GPU here is {here}; a cubin for {self.arch.name} does not run on it "
                            f"(use nvidia_ref@{self.arch.name}/compile to compile only)")
         return True, ""
 
     def device_properties(self) -> dict[str, int]:
         if not self.compile_only:
-            import torch
             return dict(self._utils().get_device_properties(torch.cuda.current_device()))
         a = self.arch
         return {"multiprocessor_count": a.multiprocessor_count, "max_shared_mem": a.max_shared_mem,
                 "max_num_regs": 65536, "warpSize": 32, "sm_clock_rate": 1_500_000,
                 "mem_clock_rate": 1_500_000, "mem_bus_width": 256}
+
+
+def _runs_on(cubin_cap: int, gpu_cap: int) -> bool:
+    """SASS runs on the same major generation at an equal or newer minor; Triton compiles sm_90
+    and newer for the arch-specific 'a' targets, which run only on that exact arch."""
+    if cubin_cap >= 90:
+        return cubin_cap == gpu_cap
+    return cubin_cap // 10 == gpu_cap // 10 and cubin_cap <= gpu_cap
+
+
+def _raw_cuda_stream(device: Any = None) -> int:
+    return torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
 
 
 def _with_cuda_driver_active(make: Any) -> Any:

@@ -80,6 +80,8 @@ class Ctx:
         prog = self.program
         saved = self.env
         self.env = [None] * prog.nslots[name]
+        for k, c in prog.consts[name]:
+            self.env[k] = c
         try:
             return prog.run_region(self, prog.module.funcs[name].body, args)
         finally:
@@ -91,9 +93,7 @@ class Program:
 
     def __init__(self, module: Module, table: LoweringTable, flags: dict | None = None):
         self.module, self.table = module, table
-        self.flags = dict(flags or {})
-        self.flags.setdefault("check_uninit", os.environ.get("DAY0_CHECK_UNINIT", "") not in ("", "0"))
-        self.flags.setdefault("check_races", os.environ.get("DAY0_CHECK_RACES", "") not in ("", "0"))
+        self.flags = dict(flags or {})  # fixed flags; the DAY0_CHECK_* variables are read per launch
         self.slots: dict[int, int] = {}
         self.nslots: dict[str, int] = {}
         self.consts: dict[str, list[tuple[int, Any]]] = {}
@@ -238,7 +238,9 @@ class Program:
         total = gx * gy * gz
         if total == 0:
             return
-        mem = Memory([a for a in args if isinstance(a, DeviceArg)] + list(extra), self.flags, self.unaligned)
+        flags = {"check_uninit": _env_flag("DAY0_CHECK_UNINIT"), "check_races": _env_flag("DAY0_CHECK_RACES"),
+                 **self.flags}
+        mem = Memory([a for a in args if isinstance(a, DeviceArg)] + list(extra), flags, self.unaligned)
         values = []
         for v, a in zip(func.args, args):
             if isinstance(a, DeviceArg):
@@ -263,6 +265,10 @@ class Program:
                     ctx.env[k] = c
                 self.run_region(ctx, func.body, values)
         mem.finish()
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
 
 
 def _scalar_arg(a: Any, tname: str) -> np.ndarray:

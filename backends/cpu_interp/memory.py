@@ -146,17 +146,19 @@ class Memory:
                               f"at {_where(op)}")
         off = addr.astype(np.int64) - arg.address
         bad = (off < 0) | (off + width > arg.nbytes)
-        if m is not None:
-            bad &= m
-        liveoff = off[m] if m is not None else off.ravel()
-        lo, hi = int(liveoff.min()), int(liveoff.max()) + width
+        live = np.ones(off.shape, bool) if m is None else np.broadcast_to(m, off.shape)
+        bad &= live
+        per_prog = int(np.prod(addr.shape[1:], dtype=np.int64))
         first = int(np.argmax(bad.ravel()))
-        lane = first // max(1, int(np.prod(addr.shape[1:], dtype=np.int64))) if addr.shape[0] > 1 else 0
+        lane = first // max(1, per_prog) if addr.shape[0] > 1 else 0
+        mine = live[lane] if addr.shape[0] > 1 else live[0]
+        liveoff = (off[lane] if addr.shape[0] > 1 else off[0])[mine]
+        lo, hi = int(liveoff.min()), int(liveoff.max()) + width
         pid = ctx.pid_of(lane) if ctx is not None else (0, 0, 0)
         n = arg.nbytes // width
         raise KernelFault(
             f"out-of-bounds {what} '{arg.name}': elements [{lo // width}, {-(-hi // width)}) (bytes [{lo}, {hi})) "
-            f"of a {n}-element ({arg.nbytes}-byte) tensor, first in program {pid}, at {_where(op)}")
+            f"of a {n}-element ({arg.nbytes}-byte) tensor in program {pid}, at {_where(op)}")
 
     # ---------------------------------------------------------------------------- access
     # ------------------------------------------------------------ fast path: base + offsets
@@ -286,6 +288,8 @@ class Memory:
         w = dt.itemsize
         ptr = np.asarray(ptr)
         shape = _bshape(ctx, ptr, mask, val, cmp)
+        if ctx is not None and shape[0] != ctx.P:  # every program performs its own atomic
+            shape = (ctx.P,) + tuple(shape[1:])
         addr = np.broadcast_to(ptr, shape)
         m = _live(ctx, mask, shape)
         cdt = compute_dtype(elem)

@@ -154,8 +154,11 @@ class TensorDesc:
 
 @rule("tt.make_tensor_descriptor")
 def _make_desc(ctx, op, base, *rest):
-    t = op.result.type
-    block, elem = tuple(t.block.shape), str(t.block.element)
+    blk = op.result.type.block
+    if not isinstance(blk, TensorType):  # Triton 3.8 prints the block type as `<8x16xf32>`
+        from sdk.ttir.types import parse_type
+        blk = parse_type(f"tensor<{blk}>")
+    block, elem = tuple(blk.shape), str(blk.element)
     nd = len(rest) // 2
     return TensorDesc(base, [np.asarray(s, np.int64) for s in rest[:nd]],
                       [np.asarray(s, np.int64) for s in rest[nd:2 * nd]], block, elem)
@@ -175,10 +178,12 @@ def _desc_load(ctx, op, desc, *offsets):
 
 
 @rule("tt.descriptor_store")
-def _desc_store(ctx, op, desc, val, *offsets):
+def _desc_store(ctx, op, desc, *rest):
+    offsets, val = rest[:-1], rest[-1]
     bp, dims = _desc_view(desc, offsets, None)
     addr, m = bp.addresses(dims)
     val = np.asarray(val)
+    val = np.broadcast_to(val, val.shape[:1] + tuple(op.operands[-1].type.shape))
     ctx.mem.store(ctx, op, addr, val.reshape(val.shape[:1] + tuple(desc.block)), m, desc.elem)
 
 

@@ -355,6 +355,13 @@ class _Parser:
         if keywords:
             op.attrs["keywords"] = keywords
         op.attrs["__result_types"] = self._result_types(op, ins, outs, keywords)
+        if op.name == "tt.make_tensor_descriptor" and colon >= 0:  # 3.8: `: <f32>, <8x16xf32>`
+            sig = [t.text for t in toks[colon + 1:]]
+            last = "".join(sig[len(sig) - sig[::-1].index(","):] if "," in sig else sig).strip()
+            inner = last[1:-1] if last.startswith("<") and last.endswith(">") else last
+            block = parse_type(inner if inner.startswith("tensor<") else f"tensor<{inner}>")
+            if isinstance(block, TensorType):
+                op.attrs["__result_types"] = [TensorDescType(block)]
         self._normalise(op, keywords, ins)
 
     def _result_types(self, op: Op, ins: list[Type], outs: list[Type], keywords: list[str]) -> list[Type]:

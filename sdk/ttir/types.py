@@ -53,7 +53,10 @@ def _parse_type(text: str) -> Type:
         elem_text = _split_top(elem_text)[0]  # drop an encoding attribute (ttgir), if any
         return TensorType(tuple(dims), parse_type(elem_text))
     if text.startswith("!tt.tensordesc<") and text.endswith(">"):
-        block = parse_type(_split_top(text[len("!tt.tensordesc<"):-1])[0])
+        inner = _split_top(text[len("!tt.tensordesc<"):-1])[0]
+        block = parse_type(inner)
+        if not isinstance(block, TensorType):  # Triton 3.8 prints `!tt.tensordesc<8x16xf32>`
+            block = parse_type(f"tensor<{inner}>")
         if not isinstance(block, TensorType):
             raise TTIRSyntaxError(f"TTIR: tensor descriptor of a non-tensor type: {text}")
         return TensorDescType(block)

@@ -1,0 +1,334 @@
+"""cpu_interp: library patterns (heuristics, constexpr branches, libdevice, noinline helpers, device
+queries), structural ops, divergent control flow, atomics, descriptors, and planted bugs caught with
+the right source line."""
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import sdk
+from sdk.errors import KernelFault
+
+
+@pytest.fixture(autouse=True)
+def cpu_interp():
+    with sdk.activate("cpu_interp"):
+        yield
+
+
+def line_of(fn, text: str) -> int:
+    src, start = inspect.getsourcelines(getattr(fn, "fn", fn))
+    for k, line in enumerate(src):
+        if text in line:
+            return start + k
+    raise AssertionError(text)
+
+
+# ------------------------------------------------------------------------- library patterns
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def heur_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr, MODE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        x = tl.load(x_ptr + offs)
+    else:
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    if MODE == "square":
+        y = x * x
+    else:
+        y = tl.extra.cuda.libdevice.exp(x) + x + noinline_add(tl.program_id(0).to(tl.float32), 1.0)
+    if EVEN:
+        tl.store(out_ptr + offs, y)
+    else:
+        tl.store(out_ptr + offs, y, mask=offs < n)
+
+
+@triton.jit(noinline=True)
+def noinline_add(x, y):
+    return x + y
+
+
+@pytest.mark.parametrize("n", [256, 300])
+@pytest.mark.parametrize("mode", ["square", "exp"])
+def test_heuristics_constexpr_libdevice_noinline(n, mode):
+    torch.manual_seed(0)
+    x = torch.randn(n)
+    out = torch.full_like(x, float("nan"))
+    heur_kernel[(triton.cdiv(n, 128),)](x, out, n, BLOCK=128, MODE=mode)
+    ref = x * x if mode == "square" else torch.exp(x) + x + (torch.arange(n) // 128) + 1.0
+    torch.testing.assert_close(out, ref)
+
+
+def test_device_queries():
+    from triton.runtime import driver
+    target = driver.active.get_current_target()
+    assert target.backend == "cpu_interp"
+    props = driver.active.utils.get_device_properties(driver.active.get_current_device())
+    assert props["multiprocessor_count"] >= 1 and props["max_shared_mem"] > 0
+    assert driver.active.get_active_torch_device() == torch.device("cpu")
+
+
+# --------------------------------------------------------------------------- structural ops
+@triton.jit
+def shapes_kernel(x_ptr, idx_ptr, out_ptr, hist_ptr, N: tl.constexpr):
+    r = tl.arange(0, N)
+    x = tl.load(x_ptr + r)
+    a, b = tl.split(tl.reshape(x, (N // 2, 2)))
+    j = tl.join(b, a)                                # swap neighbours
+    y = tl.reshape(j, (N,))
+    t = tl.trans(tl.reshape(y, (4, N // 4)))         # (N//4, 4)
+    c = tl.cat(tl.reshape(t, (N,)), x, can_reorder=True)
+    idx = tl.load(idx_ptr + r)
+    g = tl.gather(x, idx, 0)
+    s = tl.cumsum(x, 0)
+    m = tl.associative_scan(x, 0, _maxc)
+    am = tl.argmax(x, 0)
+    tl.store(out_ptr + r, y)
+    tl.store(out_ptr + N + tl.arange(0, 2 * N), c)
+    tl.store(out_ptr + 3 * N + r, g)
+    tl.store(out_ptr + 4 * N + r, s)
+    tl.store(out_ptr + 5 * N + r, m)
+    tl.store(out_ptr + 6 * N, am.to(tl.float32))
+    tl.store(hist_ptr + tl.arange(0, 8), tl.histogram(idx % 8, 8))
+
+
+@triton.jit
+def _maxc(a, b):
+    return tl.maximum(a, b)
+
+
+def test_shape_ops_scan_gather_histogram():
+    torch.manual_seed(1)
+    N = 16
+    x = torch.randn(N)
+    idx = torch.randint(0, N, (N,), dtype=torch.int32)
+    out = torch.full((6 * N + 1,), float("nan"))
+    hist = torch.full((8,), -1, dtype=torch.int32)
+    shapes_kernel[(1,)](x, idx, out, hist, N=N)
+    y = x.view(N // 2, 2).flip(1).reshape(N)
+    assert torch.equal(out[:N], y)
+    assert torch.equal(out[N:2 * N], y.view(4, N // 4).t().reshape(N))
+    assert torch.equal(out[2 * N:3 * N], x)
+    assert torch.equal(out[3 * N:4 * N], x[idx.long()])
+    torch.testing.assert_close(out[4 * N:5 * N], x.cumsum(0))
+    assert torch.equal(out[5 * N:6 * N], torch.cummax(x, 0).values)
+    assert out[6 * N].item() == x.argmax().item()
+    assert torch.equal(hist, torch.bincount((idx % 8).long(), minlength=8).int())
+
+
+# ---------------------------------------------------------------------- divergent control flow
+@triton.jit
+def divergent_kernel(out_ptr, lens_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    n = tl.load(lens_ptr + pid)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for i in range(0, n):                      # trip count differs per program
+        acc += i
+    k = 0
+    while k * k < n:                            # so does this while loop
+        k += 1
+    if pid % 2 == 0:                            # and this branch
+        acc = acc * 2
+    else:
+        acc = acc - 1
+    if n == 0:
+        return
+    tl.store(out_ptr + pid * BLOCK + tl.arange(0, BLOCK), acc + k)
+
+
+def test_divergent_loops_branches_early_return():
+    lens = torch.tensor([0, 3, 5, 10, 1, 7], dtype=torch.int32)
+    out = torch.full((6, 4), float("nan"))
+    divergent_kernel[(6,)](out, lens, BLOCK=4)
+    for p, n in enumerate(lens.tolist()):
+        if n == 0:
+            assert torch.isnan(out[p]).all()
+            continue
+        s = float(sum(range(n)))
+        s = s * 2 if p % 2 == 0 else s - 1
+        k = 0
+        while k * k < n:
+            k += 1
+        assert torch.equal(out[p], torch.full((4,), s + k)), (p, out[p])
+
+
+# ------------------------------------------------------------------------------------ atomics
+@triton.jit
+def atomics_kernel(i_ptr, f_ptr, old_ptr, cas_ptr):
+    pid = tl.program_id(0)
+    old = tl.atomic_add(i_ptr, 1)
+    tl.store(old_ptr + pid, old)
+    tl.atomic_max(i_ptr + 1, pid * 3 % 7)
+    tl.atomic_min(i_ptr + 2, -pid)
+    tl.atomic_or(i_ptr + 3, 1 << (pid % 8))
+    tl.atomic_xor(i_ptr + 4, pid)
+    tl.atomic_and(i_ptr + 5, ~(1 << (pid % 8)))
+    tl.atomic_add(f_ptr, 0.5)
+    tl.atomic_xchg(i_ptr + 6, pid)
+    tl.atomic_cas(cas_ptr, pid, pid + 1)
+
+
+def test_atomics_serial_order():
+    P = 13
+    ints = torch.tensor([0, -5, 100, 0, 0, -1, -1], dtype=torch.int32)
+    f = torch.zeros(1)
+    old = torch.full((P,), -1, dtype=torch.int32)
+    cas = torch.zeros(1, dtype=torch.int32)
+    atomics_kernel[(P,)](ints, f, old, cas)
+    assert sorted(old.tolist()) == list(range(P))
+    x = 0
+    for p in range(P):
+        x ^= p
+    a = -1
+    for p in range(P):
+        a &= ~(1 << (p % 8))
+    assert ints.tolist()[:6] == [P, max(p * 3 % 7 for p in range(P)), -(P - 1), 255, x, a]
+    assert 0 <= ints[6].item() < P
+    assert f.item() == P * 0.5
+    assert cas.item() == P  # 0->1->2->... in program order
+
+
+# ----------------------------------------------------------------------------- descriptors
+@triton.jit
+def desc_kernel(x_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    src = tl.make_tensor_descriptor(x_ptr, [M, N], [N, 1], [BM, BN])
+    dst = tl.make_tensor_descriptor(out_ptr, [M, N], [N, 1], [BM, BN])
+    blk = src.load([pm * BM, pn * BN])
+    dst.store([pm * BM, pn * BN], blk * 2)
+
+
+def test_tensor_descriptors():
+    M, N = 20, 24
+    x = torch.randn(M, N)
+    out = torch.full_like(x, float("nan"))
+    try:
+        desc_kernel[(triton.cdiv(M, 8), triton.cdiv(N, 16))](x, out, M, N, BM=8, BN=16)
+    except Exception as exc:  # frontends that need a global-scratch allocator for descriptors
+        if "allocator" in str(exc).lower():
+            pytest.skip(str(exc))
+        raise
+    torch.testing.assert_close(out, x * 2)
+
+
+# ------------------------------------------------------------------------------ planted bugs
+@triton.jit
+def missing_mask_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)  # BUG: no mask
+    tl.store(out_ptr + offs, x, mask=offs < n)
+
+
+@triton.jit
+def off_by_one_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs + 1, x, mask=mask)  # BUG: off by one
+
+
+@triton.jit
+def racy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs % 8, x, mask=mask)  # BUG: every program writes out[0:8]
+
+
+def test_missing_mask_is_caught_with_line():
+    x, out = torch.randn(100), torch.empty(100)
+    with pytest.raises(KernelFault) as info:
+        missing_mask_kernel[(2,)](x, out, 100, BLOCK=64)
+    msg = str(info.value)
+    assert "out-of-bounds load" in msg and "'x_ptr'" in msg, msg
+    assert f"{__file__}:{line_of(missing_mask_kernel, 'BUG: no mask')}" in msg, msg
+    assert "elements [64, 128)" in msg and "program (1, 0, 0)" in msg, msg
+    assert "tl.load(x_ptr + offs)" in msg
+
+
+def test_off_by_one_store_is_caught_with_line():
+    x, out = torch.randn(100), torch.empty(100)
+    with pytest.raises(KernelFault) as info:
+        off_by_one_kernel[(2,)](x, out, 100, BLOCK=64)
+    msg = str(info.value)
+    assert "out-of-bounds store" in msg and "'out_ptr'" in msg and "elements [65, 101)" in msg, msg
+    assert f"{__file__}:{line_of(off_by_one_kernel, 'BUG: off by one')}" in msg, msg
+
+
+def test_race_is_caught_with_flag(monkeypatch):
+    x, out = torch.randn(64), torch.empty(64)
+    racy_kernel[(4,)](x, out, 64, BLOCK=16)  # without the flag: runs (some serial order)
+    monkeypatch.setenv("DAY0_CHECK_RACES", "1")
+    with pytest.raises(KernelFault) as info:
+        racy_kernel[(4,)](x, out, 64, BLOCK=16)
+    msg = str(info.value)
+    assert "race on 'out_ptr'" in msg and "programs (0, 0, 0) and (1, 0, 0)" in msg, msg
+    assert f"{__file__}:{line_of(racy_kernel, 'BUG: every program')}" in msg, msg
+
+
+@triton.jit(debug=True)
+def assert_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=1.0)
+    tl.device_assert(x > 0, "x must be positive")
+
+
+def test_device_assert_names_line():
+    x = torch.ones(10)
+    assert_kernel[(1,)](x, 10, BLOCK=16)
+    x[3] = -1
+    with pytest.raises(KernelFault) as info:
+        assert_kernel[(1,)](x, 10, BLOCK=16)
+    assert f"{__file__}:{line_of(assert_kernel, 'tl.device_assert')}" in str(info.value)
+
+
+# ------------------------------------------------------------- TRITON_DEFAULT_BACKEND, no sdk
+SCRIPT = '''
+import torch, triton, triton.language as tl
+
+@triton.jit
+def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3, mask=offs < n)
+
+x = torch.arange(100, dtype=torch.float32)
+out = torch.full_like(x, float("nan"))
+k[(4,)](x, out, 100, BLOCK=32)
+assert torch.equal(out, x * 3), out
+print("OK", type(triton.runtime.driver.active).__name__)
+'''
+
+
+def test_default_backend_env_without_sdk_import(tmp_path):
+    script = tmp_path / "kernel_script.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, TRITON_DEFAULT_BACKEND="cpu_interp")
+    env.pop("TRITON_INTERPRET", None)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "OK" in proc.stdout and "cpu_interp" in proc.stdout
+    assert "sdk" not in SCRIPT
+
+
+def test_uninit_read_flag(monkeypatch):
+    """Reading an output element this launch never wrote is reported under DAY0_CHECK_UNINIT."""
+    monkeypatch.setenv("DAY0_CHECK_UNINIT", "1")
+    x = torch.randn(64)
+    out = torch.empty(64)
+    with pytest.raises(KernelFault, match="uninitialised"):
+        uninit_kernel[(1,)](x, out, BLOCK=64)
+
+
+@triton.jit
+def uninit_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    y = tl.load(out_ptr + offs)  # BUG: reads the output before anything wrote it
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + y)

@@ -133,6 +133,10 @@ def run(args: argparse.Namespace) -> int:
     variants = _backends(base, archs, args.compile_only)
     header_backend = base.split("@")[0]
     device = _device(args, base)
+    from ..backend import registry
+    # each arch variant stands for its own device (nvidia_ref@sm_89 -> nvidia_l4), unless --device says
+    item_device = {name: device if args.device else (registry.get(name).target.device_model or device)
+                   for name, _ in variants}
     items = [Item(spec.name, case.name, dtype, name, arch)
              for name, arch in variants for spec, case, dtype in selected]
     if shard_spec:
@@ -182,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
         fields = {k: v for k, v in outcome.items() if k in Record.__dataclass_fields__}
         rec = Record.from_dict({
             **fields, "kernel": item.kernel, "group": spec.group, "models": list(spec.models),
-            "case": item.case, "dtype": item.dtype, "backend": item.backend, "device": device,
+            "case": item.case, "dtype": item.dtype, "backend": item.backend,
+            "device": item_device.get(item.backend, device),
             "arch": item.arch, "triton": header.triton, "torch": header.torch})
         writer.write(rec)
         records.append(rec)

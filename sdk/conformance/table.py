@@ -3,10 +3,11 @@
 For each model: one row per kernel group it needs, with passed/total items of that group's kernels,
 and a verdict:
   runs            every item of every kernel the model needs passed;
-  runs with gaps  every needed kernel passed at least one of its items (some dtype or shape failed);
+  runs with gaps  every needed kernel that ran passed at least one of its items, and some item
+                  failed or some needed kernel was not in this run;
   does not run    some needed kernel passed none of its items;
   not tested      none of its kernels were in this run.
-Only kernels present in the results count (a selective run judges what it ran).
+A selective run cannot say "runs": the kernels it left out are listed as untested.
 """
 from __future__ import annotations
 
@@ -37,8 +38,9 @@ def model_verdicts(records: Iterable[Record], model_kernels: dict[str, list[str]
                 blocking.append(k)
             elif passed < len(recs):
                 gaps = True
-        verdict = UNTESTED if not tested else NO if blocking else GAPS if gaps else RUNS
-        out[model] = {"verdict": verdict, "groups": groups, "blocking": blocking}
+        untested = [k for k in model_kernels[model] if k not in by_kernel]
+        verdict = UNTESTED if not tested else NO if blocking else GAPS if gaps or untested else RUNS
+        out[model] = {"verdict": verdict, "groups": groups, "blocking": blocking, "untested": untested}
     return out
 
 
@@ -54,6 +56,8 @@ def render(records: list[Record], model_kernels: dict[str, list[str]], title: st
             lines.append(f"  {group:<{width}} {passed:>4}/{total:<4} {mark}")
         if v["blocking"]:
             lines.append(f"  blocked by: {', '.join(v['blocking'])}")
+        if v["untested"]:
+            lines.append(f"  not in this run: {len(v['untested'])} of its kernels")
     if not shown:
         lines.append("(no model's kernels were in this run)")
     counts: dict[str, int] = {}

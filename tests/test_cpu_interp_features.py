@@ -332,3 +332,55 @@ def uninit_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     y = tl.load(out_ptr + offs)  # BUG: reads the output before anything wrote it
     tl.store(out_ptr + offs, tl.load(x_ptr + offs) + y)
+
+
+@triton.jit
+def counter_kernel(ctr_ptr, old_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    old = tl.atomic_add(ctr_ptr + offs % 4, 1)
+    tl.store(old_ptr + tl.program_id(0) * BLOCK + offs, old)
+
+
+def test_atomic_add_old_values_form_a_serial_order():
+    P, B = 50, 16
+    ctr = torch.zeros(4, dtype=torch.int32)
+    old = torch.full((P, B), -1, dtype=torch.int32)
+    counter_kernel[(P,)](ctr, old, BLOCK=B)
+    assert ctr.tolist() == [P * B // 4] * 4
+    for a in range(4):
+        assert sorted(old[:, a::4].flatten().tolist()) == list(range(P * B // 4))
+
+
+RAND_SCRIPT = '''
+import sys, torch, triton, triton.language as tl
+
+@triton.jit
+def k(out_ptr, iout_ptr, seed, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.rand(seed, offs))
+    tl.store(iout_ptr + offs, tl.randint(seed, offs))
+
+out = torch.empty(512); iout = torch.empty(512, dtype=torch.int32)
+k[(4,)](out, iout, 1234, BLOCK=128)
+torch.save((out, iout), sys.argv[1])
+'''
+
+
+@pytest.mark.skipif(not os.path.exists("/work/venv38/bin/python"), reason="needs a Triton 3.8 Python")
+def test_rand_matches_triton_interpreter_bit_exactly(tmp_path):
+    script = tmp_path / "rand_script.py"
+    script.write_text(RAND_SCRIPT)
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    env.pop("TRITON_DEFAULT_BACKEND", None)
+    proc = subprocess.run(["/work/venv38/bin/python", str(script), str(tmp_path / "ref.pt")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ref, iref = torch.load(tmp_path / "ref.pt")
+    env["TRITON_DEFAULT_BACKEND"] = "cpu_interp"
+    env.pop("TRITON_INTERPRET")
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "ours.pt")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ours, iours = torch.load(tmp_path / "ours.pt")
+    assert torch.equal(iours, iref)
+    assert torch.equal(ours, ref)

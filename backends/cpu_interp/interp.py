@@ -118,6 +118,10 @@ class Program:
 
         for v in func.args:
             slot(v)
+        used = {id(v) for op in func.walk() for v in op.operands}
+        for op in func.walk():
+            if op.name in ("tt.atomic_rmw", "tt.atomic_cas"):
+                op.__dict__["result_used"] = any(id(r) in used for r in op.results)
         self._slot = slot
         self._consts = consts
         for region in [func.body]:

@@ -303,6 +303,36 @@ class Memory:
         fidx = idx.ravel()[lanes]
         fval = np.broadcast_to(np.asarray(val, cdt), shape).ravel()[lanes]
         fcmp = None if cmp is None else np.broadcast_to(to_raw(elem, cmp), shape).ravel()[lanes]
+        plain = elem != "bf16" and not elem.startswith("f8") and kind in _AT
+        if plain and not op.__dict__.get("result_used", True):
+            # nobody reads the old values: apply every lane in lane (= program) order
+            ufunc = _AT[kind]
+            tgt = _unsigned(view) if kind in ("umax", "umin") else view
+            v = fval.astype(view.dtype, copy=False)
+            if kind == "exch":
+                tgt[fidx] = v
+            else:
+                ufunc.at(tgt, fidx, _unsigned(v) if kind in ("umax", "umin") else v)
+            if self.check_uninit:
+                self._mark_written(arg, fidx, w)
+            return out
+        if plain and kind == "add" and cdt.kind in "iu" and len(lanes) > 64:
+            # integer add: old value = initial + the sum of earlier lanes on the same address
+            order = np.argsort(fidx, kind="stable")
+            s_idx, s_val = fidx[order], fval[order].astype(cdt)
+            start = np.r_[True, s_idx[1:] != s_idx[:-1]]
+            csum = np.cumsum(s_val, dtype=cdt)
+            seg = np.maximum.accumulate(np.where(start, np.arange(len(s_idx)), 0))
+            excl = csum - s_val - (csum[seg] - s_val[seg])
+            init = view[s_idx]
+            old_sorted = (init + excl).astype(cdt)
+            old = np.empty(len(lanes), cdt)
+            old[order] = old_sorted
+            np.add.at(view, fidx, fval.astype(view.dtype, copy=False))
+            out.ravel()[lanes] = old
+            if self.check_uninit:
+                self._mark_written(arg, fidx, w)
+            return out
         old = np.empty(len(lanes), cdt)
         for rnd in _rounds(fidx):
             ix = fidx[rnd]
@@ -423,6 +453,10 @@ def _rounds(idx: np.ndarray):
     rank[order] = np.arange(n) - start
     for r in range(int(rank.max()) + 1):
         yield np.nonzero(rank == r)[0]
+
+
+_AT = {"add": np.add, "fadd": np.add, "max": np.maximum, "min": np.minimum, "umax": np.maximum,
+       "umin": np.minimum, "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "exch": None}
 
 
 def _unsigned(x):

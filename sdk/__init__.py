@@ -6,6 +6,7 @@ __version__ = "0.1.0"
 
 def activate(name: str):
     """Make the day0 backend `name` Triton's active backend (also usable as a context manager)."""
+    import triton  # noqa: F401  (Triton first: its backend discovery imports sdk.triton_bridge itself)
     from .triton_bridge import activate as _activate
     return _activate(name)
 

@@ -63,13 +63,23 @@ def test_dot_flops_and_type():
 
 def test_memory_bound_time_is_bytes_over_bandwidth_plus_launch():
     n = 1 << 22
-    x = torch.randn(8)
+    x, y, out = torch.empty(n), torch.empty(n), torch.empty(n)
     dev = load("nvidia_h100")
-    c = _counts(lambda: vadd[(n // 1024,)](x, x, x, n, BLOCK=1024))
+    c = _counts(lambda: vadd[(n // 1024,)](x, y, out, n, BLOCK=1024))
     p = predict([c], dev)
     expected = 3 * 4 * n / dev.dram_bytes_per_s + dev.launch_overhead_s
     assert p.fits and p.bound == "memory"
     assert p.time_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_rereads_are_capped_at_each_tensor_size():
+    """64 programs that all read the same 16x16 operands move each operand through DRAM once."""
+    a, b = torch.randn(256, dtype=torch.float16), torch.randn(256, dtype=torch.float16)
+    c = _counts(lambda: K.small_dot[(64,)](a, b, torch.empty(256), M=16, N=16, K=16))
+    assert c.loaded_by_arg["a_ptr"] == 16 * 16 * 2 and c.loaded_by_arg["b_ptr"] == 16 * 16 * 2
+    # loads: each operand once (512 B each); stores: 64 programs x 1 KiB capped at the 1 KiB output
+    assert c.dram_bytes() == 2 * 512 + 1024
+    assert c.bytes_loaded * c.programs == 64 * 1024
 
 
 def test_fit_checks_name_the_reason():

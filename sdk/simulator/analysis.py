@@ -1,9 +1,11 @@
 """What one launch of a kernel does, read from its TTIR and its launch arguments.
 
 Counts are per program (program 0 stands for all), multiplied by loop trip counts where the loop
-bounds follow from the scalar arguments; a bound that does not is counted once and the result is
-marked `estimated`. Bytes are the tensors loaded and stored (masks ignored: an upper bound),
-flops are 2*M*N*K per tt.dot and one per element per floating-point op.
+bounds follow from the scalar arguments; a bound that does not (one read from memory, say) is
+counted once and the result is marked `estimated`. Bytes are the tensors loaded and stored (masks
+ignored), attributed to the tensor argument each pointer derives from, so that DRAM traffic can be
+capped at each argument's size (re-reads served on chip); flops are 2*M*N*K per tt.dot and one per
+element per floating-point op.
 """
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ class LaunchCounts:
     grid: tuple[int, int, int]
     bytes_loaded: float = 0.0          # per program
     bytes_stored: float = 0.0          # per program
+    loaded_by_arg: dict = field(default_factory=lambda: defaultdict(float))  # arg name -> per program
+    stored_by_arg: dict = field(default_factory=lambda: defaultdict(float))
+    extents: dict = field(default_factory=dict)       # arg name -> bytes the argument spans
     flops: dict = field(default_factory=lambda: defaultdict(float))  # (unit, operand, acc) -> per program
     footprint_bytes: int = 0           # peak live on-chip tensor bytes per program
     dot_types: set = field(default_factory=set)       # (operand dtype, acc dtype)
@@ -39,9 +44,23 @@ class LaunchCounts:
     def programs(self) -> int:
         return self.grid[0] * self.grid[1] * self.grid[2]
 
+    def dram_bytes(self) -> float:
+        """Bytes the launch moves through DRAM: each argument's traffic capped at its size (a tile
+        re-read by many programs comes from on-chip caches); traffic through pointers of unknown
+        origin counts in full."""
+        p = self.programs
+        total = 0.0
+        for by_arg, flat in ((self.loaded_by_arg, self.bytes_loaded), (self.stored_by_arg, self.bytes_stored)):
+            known = 0.0
+            for name, per_program in by_arg.items():
+                known += per_program
+                total += min(per_program * p, self.extents.get(name, math.inf))
+            total += max(flat - known, 0.0) * p
+        return total
+
     def totals(self) -> dict:
         p = self.programs
-        return {"bytes": (self.bytes_loaded + self.bytes_stored) * p,
+        return {"bytes": self.dram_bytes(),
                 "flops": {"/".join(k): v * p for k, v in self.flops.items()}}
 
 
@@ -73,16 +92,27 @@ def analyse(module: Module, grid: tuple[int, int, int], args: list[Any]) -> Laun
     func = module.entry
     counts = LaunchCounts(func.name, tuple(grid))
     env: dict[Value, Any] = {}
+    walker = _Walker(module, counts, grid)
     for v, a in zip(func.args, args):
         env[v] = None if isinstance(a, DeviceArg) else a
-    _Walker(module, counts, grid).block(func.body.entry, env, 1.0)
-    counts.footprint_bytes = _peak_live(func.body.entry)
+        if isinstance(a, DeviceArg):
+            walker.origin[v] = a.name
+            counts.extents[a.name] = a.nbytes or math.inf
+    for block in func.body.blocks:  # blocks after an early return (cf.cond_br): an upper bound
+        walker.block(block, env, 1.0)
+    counts.footprint_bytes = max(_peak_live(b) for b in func.body.blocks)
     return counts
 
 
 class _Walker:
     def __init__(self, module: Module, counts: LaunchCounts, grid: tuple[int, int, int]):
         self.module, self.c, self.grid = module, counts, grid
+        self.origin: dict[Value, str] = {}  # pointer value -> the tensor argument it points into
+
+    def _traffic(self, by_arg: dict, ptr: Value, amount: float) -> None:
+        name = self.origin.get(ptr)
+        if name is not None:
+            by_arg[name] += amount
 
     def block(self, block: Block, env: dict, mult: float) -> None:
         for op in block.ops:
@@ -93,14 +123,19 @@ class _Walker:
         for r in op.results:
             if isinstance(r.type.element, ScalarType) and r.type.element.is_float:
                 c.dtypes.add(dtype_name(r.type))
+        self._propagate_origin(op)
         if n == "tt.load" or n == "tt.descriptor_load":
             c.bytes_loaded += mult * _bytes(op.results[0].type)
+            self._traffic(c.loaded_by_arg, op.operands[0], mult * _bytes(op.results[0].type))
         elif n == "tt.store" or n == "tt.descriptor_store":
             c.bytes_stored += mult * _bytes(op.operands[1].type)
+            self._traffic(c.stored_by_arg, op.operands[0], mult * _bytes(op.operands[1].type))
         elif n in ("tt.atomic_rmw", "tt.atomic_cas"):
             val = op.operands[1] if n == "tt.atomic_rmw" else op.operands[2]
             c.bytes_loaded += mult * _bytes(val.type)
             c.bytes_stored += mult * _bytes(val.type)
+            self._traffic(c.loaded_by_arg, op.operands[0], mult * _bytes(val.type))
+            self._traffic(c.stored_by_arg, op.operands[0], mult * _bytes(val.type))
             kind = _RMW_OPS.get(op.attrs.get("atomic_rmw_op", ""), "cas") if n == "tt.atomic_rmw" else "cas"
             c.atomics.add((kind, dtype_name(val.type)))
         elif n == "tt.dot":
@@ -132,13 +167,35 @@ class _Walker:
         elif n == "scf.while":
             self.c.estimated = True
             for region in op.regions:
-                self.block(region.entry, dict(env), mult)
+                for block in region.blocks:
+                    self.block(block, dict(env), mult)
         elif n == "tt.call":
             callee = self.module.funcs.get(op.attrs["callee"].name)
             if callee is not None:
-                self.block(callee.body.entry, {v: env.get(a) for v, a in zip(callee.args, op.operands)}, mult)
+                inner = {v: env.get(a) for v, a in zip(callee.args, op.operands)}
+                for v, a in zip(callee.args, op.operands):
+                    if a in self.origin:
+                        self.origin[v] = self.origin[a]
+                for block in callee.body.blocks:
+                    self.block(block, inner, mult)
         for r, val in zip(op.results, _fold(op, [env.get(v) for v in op.operands], self.grid)):
             env[r] = val
+
+    def _propagate_origin(self, op: Op) -> None:
+        """Pointers keep the argument they came from through splat/broadcast/addptr/reshape...,
+        block pointers, and loop-carried values of scf.for."""
+        if op.name == "scf.for":
+            body = op.regions[0].entry
+            for init, arg, res in zip(op.operands[3:], body.args[1:], op.results):
+                if init in self.origin:
+                    self.origin[arg] = self.origin[res] = self.origin[init]
+            return
+        if not op.operands or op.operands[0] not in self.origin:
+            return
+        for r in op.results:
+            t = r.type.element if isinstance(r.type, TensorType) else r.type
+            if isinstance(t, PointerType):
+                self.origin[r] = self.origin[op.operands[0]]
 
     def _trips(self, env: dict, op: Op) -> float:
         lb, ub, step = (env.get(v) for v in op.operands[:3])

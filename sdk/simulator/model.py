@@ -3,7 +3,9 @@
 Fit: the peak on-chip bytes of one program against what one program may use on the device, the
 grid against the device's limits, and every dtype path (tt.dot operand/accumulator, atomics,
 fp64/fp8 arithmetic) against what the device model lists.
-Time: a roofline with waves. Memory time = bytes / DRAM bandwidth; compute time = flops / the rate of
+Time: a roofline with waves. Memory time = DRAM bytes / DRAM bandwidth, where each tensor argument's
+traffic is capped at its size (the floor: every input read once, every output written once, re-reads
+served on chip); compute time = flops / the rate of
 the unit that does them (matrix by operand and accumulator dtype, vector by dtype, special
 functions); programs run in waves of `units`, so a partial last wave costs a whole one; plus the
 device's launch overhead per launch.
@@ -66,7 +68,7 @@ def predict_launch(c: LaunchCounts, device: DeviceModel) -> Prediction:
     units = max(device.units, 1)
     waves = math.ceil(programs / units)
     occupancy = programs / (waves * units)
-    total_bytes = (c.bytes_loaded + c.bytes_stored) * programs
+    total_bytes = c.dram_bytes()
     t_mem = total_bytes / device.dram_bytes_per_s
     t_comp = 0.0
     total_flops = 0.0

@@ -210,12 +210,7 @@ def test_tensor_descriptors():
     M, N = 20, 24
     x = torch.randn(M, N)
     out = torch.full_like(x, float("nan"))
-    try:
-        desc_kernel[(triton.cdiv(M, 8), triton.cdiv(N, 16))](x, out, M, N, BM=8, BN=16)
-    except Exception as exc:  # frontends that need a global-scratch allocator for descriptors
-        if "allocator" in str(exc).lower():
-            pytest.skip(str(exc))
-        raise
+    desc_kernel[(triton.cdiv(M, 8), triton.cdiv(N, 16))](x, out, M, N, BM=8, BN=16)
     torch.testing.assert_close(out, x * 2)
 
 
@@ -366,13 +361,17 @@ torch.save((out, iout), sys.argv[1])
 '''
 
 
-@pytest.mark.skipif(not os.path.exists("/work/venv38/bin/python"), reason="needs a Triton 3.8 Python")
+# Triton's interpreter on 3.6 breaks in loops under numpy >= 2.4; Philox has no loop, so any Triton
+# works here; a Triton 3.8 Python is preferred where one is installed beside this one.
+_INTERP_PYTHON = "/work/venv38/bin/python" if os.path.exists("/work/venv38/bin/python") else sys.executable
+
+
 def test_rand_matches_triton_interpreter_bit_exactly(tmp_path):
     script = tmp_path / "rand_script.py"
     script.write_text(RAND_SCRIPT)
     env = dict(os.environ, TRITON_INTERPRET="1")
     env.pop("TRITON_DEFAULT_BACKEND", None)
-    proc = subprocess.run(["/work/venv38/bin/python", str(script), str(tmp_path / "ref.pt")], env=env,
+    proc = subprocess.run([_INTERP_PYTHON, str(script), str(tmp_path / "ref.pt")], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     ref, iref = torch.load(tmp_path / "ref.pt")

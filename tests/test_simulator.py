@@ -110,3 +110,12 @@ def test_cli_writes_json_and_refuses_to_overwrite(tmp_path):
     assert {r["device"] for r in data["cases"]} == {"generic_npu", "nvidia_h100"}
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "--force" in again.stderr
+
+
+def test_a_gpu_program_may_keep_tiles_in_registers():
+    """192 KiB of live tiles exceed an L4's 99 KiB of shared memory but fit with its register file."""
+    x = torch.empty(1 << 14)
+    c = _counts(lambda: vadd[(1,)](x, x, x, 1 << 14, BLOCK=1 << 14))
+    l4 = load("nvidia_l4")
+    assert l4.max_program_bytes < c.footprint_bytes <= l4.program_on_chip_bytes
+    assert predict([c], l4).fits

@@ -47,9 +47,10 @@ def _check_writable(path: str, force: bool, what: str) -> None:
 
 
 def build(paths: list[str], sims: list[str] = ()):
-    from ..report import build_report, load_inputs, load_sim, model_needs
+    from ..report import build_report, load_inputs, model_needs
+    from ..report.inputs import load_sims
     inputs = load_inputs(paths)
-    sim_results = [load_sim(s) for s in sims]
+    sim_results = [r for s in sims for r in load_sims(s)]
     needs = model_needs(r for c in inputs.columns for r in c.records)
     return build_report(inputs, needs, sim_results)
 

@@ -67,12 +67,14 @@ def _compute(c: Checker, node: Any) -> Compute:
 
 def _memory(c: Checker, node: Any) -> Memory:
     m = c.mapping(node, "memory", ("per_unit", "dram"), ("shared",))
-    u = c.mapping(m["per_unit"], "memory.per_unit", ("kind", "sram_kib"), ("max_per_program_kib",))
+    u = c.mapping(m["per_unit"], "memory.per_unit", ("kind", "sram_kib"), ("max_per_program_kib", "registers_kib"))
     per_unit = UnitMemory(
         kind=c.text(u["kind"], "memory.per_unit.kind"),
         sram_kib=c.figure(u["sram_kib"], "memory.per_unit.sram_kib", c.positive_number),
         max_per_program_kib=(c.figure(u["max_per_program_kib"], "memory.per_unit.max_per_program_kib",
-                                      c.positive_number) if "max_per_program_kib" in u else None))
+                                      c.positive_number) if "max_per_program_kib" in u else None),
+        registers_kib=(c.figure(u["registers_kib"], "memory.per_unit.registers_kib", c.positive_number)
+                       if "registers_kib" in u else None))
     d = c.mapping(m["dram"], "memory.dram", ("kind", "bandwidth_gb_per_s", "size_gb"))
     dram = Dram(kind=c.text(d["kind"], "memory.dram.kind"),
                 bandwidth_gb_per_s=c.figure(d["bandwidth_gb_per_s"], "memory.dram.bandwidth_gb_per_s",

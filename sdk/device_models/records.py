@@ -54,6 +54,7 @@ class UnitMemory:
     kind: str
     sram_kib: Figure[float]
     max_per_program_kib: Figure[float] | None = None
+    registers_kib: Figure[float] | None = None  # register file (GPUs keep tiles there too)
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,13 @@ class DeviceModel:
         """On-chip bytes one program may use (the per-program limit, else the whole unit)."""
         limit = self.memory.per_unit.max_per_program_kib
         return int(limit.value * 1024) if limit else self.on_chip_bytes_per_unit
+
+    @property
+    def program_on_chip_bytes(self) -> int:
+        """What one program's live tiles may occupy: its on-chip memory plus, on devices that keep
+        tiles in registers (GPUs), the unit's register file."""
+        regs = self.memory.per_unit.registers_kib
+        return self.max_program_bytes + (int(regs.value * 1024) if regs else 0)
 
     @property
     def shared_on_chip_bytes(self) -> int:

@@ -13,7 +13,9 @@ Simulator file (`--sim SIM.json`), written by a simulator or by hand:
                  "moe_fused_gemm": {"time_s": null, "fits": false, "why": "tile needs 180 KiB"}}}
 
 `time_s` is the predicted time of one launch of the kernel's largest case (null when unknown), `fits`
-says whether it fits on the device at all, `why` explains a "does not fit".
+says whether it fits on the device at all, `why` explains a "does not fit" (a string or a list).
+The file `day0 simulate --out` writes holds one such entry per device under "by_device"; it is read
+as one simulator result per device.
 """
 from __future__ import annotations
 
@@ -192,17 +194,33 @@ class SimResult:
     path: str = ""
 
 
-def load_sim(path: str | os.PathLike[str]) -> SimResult:
-    """Read a simulator file (schema in this module's docstring); ConfigError when malformed."""
+def load_sims(path: str | os.PathLike[str]) -> list[SimResult]:
+    """Every device's predictions in a simulator file: one entry, or `day0 simulate`'s by_device."""
     p = Path(path)
+    data = _read_json(p)
+    if isinstance(data, dict) and isinstance(data.get("by_device"), dict):
+        return [_sim_entry(p, entry) for entry in data["by_device"].values()]
+    return [_sim_entry(p, data)]
+
+
+def load_sim(path: str | os.PathLike[str]) -> SimResult:
+    """Read a one-device simulator file (schema in this module's docstring); ConfigError when malformed."""
+    p = Path(path)
+    return _sim_entry(p, _read_json(p))
+
+
+def _read_json(p: Path) -> Any:
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{p}: no such simulator file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{p}: cannot read simulator file ({exc})") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from None
+
+
+def _sim_entry(p: Path, data: Any) -> SimResult:
     if not isinstance(data, dict) or not isinstance(data.get("device"), str) \
             or not isinstance(data.get("kernels"), dict):
         raise ConfigError(f"{p}: a simulator file is {{\"device\": NAME, \"kernels\": {{KERNEL: "
@@ -216,5 +234,7 @@ def load_sim(path: str | os.PathLike[str]) -> SimResult:
             raise ConfigError(f"{p}: kernel '{name}': time_s must be a number of seconds or null")
         if fits is not None and not isinstance(fits, bool):
             raise ConfigError(f"{p}: kernel '{name}': fits must be true, false or null")
-        kernels[name] = SimKernel(None if t is None else float(t), fits, str(entry.get("why") or ""))
+        why = entry.get("why") or ""
+        why = "; ".join(map(str, why)) if isinstance(why, list) else str(why)
+        kernels[name] = SimKernel(None if t is None else float(t), fits, why)
     return SimResult(data["device"], kernels, str(p))

@@ -1,6 +1,7 @@
 """Would a kernel fit a device, and how long would it take there.
 
-Fit: the peak on-chip bytes of one program against what one program may use on the device, the
+Fit: the peak on-chip bytes of one program against what one program may use on the device (its
+scratchpad or shared memory, plus the register file where the device model lists one), the
 grid against the device's limits, and every dtype path (tt.dot operand/accumulator, atomics,
 fp64/fp8 arithmetic) against what the device model lists.
 Time: a roofline with waves. Memory time = DRAM bytes / DRAM bandwidth, where each tensor argument's
@@ -48,7 +49,7 @@ def _rate(device: DeviceModel, unit: str, dtype: str, acc: str) -> float | None:
 
 def predict_launch(c: LaunchCounts, device: DeviceModel) -> Prediction:
     why: list[str] = []
-    budget = device.max_program_bytes or device.on_chip_bytes_per_unit
+    budget = device.program_on_chip_bytes
     if budget and c.footprint_bytes > budget:
         why.append(f"{c.kernel}: one program needs {c.footprint_bytes / 1024:.0f} KiB on chip, "
                    f"{budget / 1024:.0f} KiB available")

@@ -161,6 +161,7 @@ class _Launcher:
         types = [sig.get(n) if isinstance(sig, dict) and n in sig else v
                  for n, v in zip(names, sig.values() if isinstance(sig, dict) else sig)]
         self.params = list(zip(names, types))
+        self.flat = list(_flatten(self.params))  # (name, type) per leaf argument, tuples unpacked
         self.metadata = metadata
         self.src = src
         self.kernel = None
@@ -169,7 +170,7 @@ class _Launcher:
         self.function = None
 
     def _runtime_params(self) -> tuple[tuple[str, str], ...]:
-        return tuple((n, t) for n, t in _flatten(self.params) if t != "constexpr")
+        return tuple((n, t) for n, t in self.flat if t != "constexpr")
 
     def __call__(self, gx, gy, gz, stream, function, packed_metadata, launch_metadata,
                  enter_hook, exit_hook, *args):
@@ -195,7 +196,7 @@ class _Launcher:
                 exit_hook(launch_metadata)
             return
         mapped, writeback = [], []
-        for (pname, ty), value in zip(_flatten(self.params), _flatten_values(self.params, args)):
+        for (pname, ty), value in zip(self.flat, _flatten_values(self.params, args)):
             if ty == "constexpr":
                 continue
             if ty.startswith("*") and value is not None and hasattr(value, "data_ptr"):

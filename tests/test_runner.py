@@ -23,7 +23,7 @@ TINY = ["--kernels", "tiny_add,tiny_scale"]
 @pytest.fixture(scope="module")
 def tiny_env():
     """The tiny suite and the `faulty` backend double, here and in every worker."""
-    saved = dict(spec_mod._REGISTRY)
+    saved = spec_mod.registered()  # the whole suite, imported now so that it is restored afterwards
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DAY0_KERNELS", "doubles.tiny_suite")
         mp.setenv("DAY0_BACKENDS", "faulty=doubles.faulty_backend:FaultyBackend")
@@ -166,6 +166,11 @@ def test_compile_only_for_several_archs(tiny_env, tmp_path, capsys):
             (stats,) = r.launch_stats
             assert stats["arch"] == r.arch and stats["registers"] == 8 and "_tiny_" in stats["kernel"]
     assert "compile-only" in stdout and "10/12 items passed" in stdout
+    matrix = stdout.split("Compile matrix")[1].splitlines()
+    for kernel, compiled, regs in (("tiny_raise", 0, "r0"), ("tiny_add", None, "r8")):
+        n = sum(r.kernel == kernel and r.arch == "a1" for r in rs.records)
+        row = next(ln for ln in matrix if ln.startswith(kernel)).split()
+        assert row[1:3] == [f"{n if compiled is None else compiled}/{n}", regs]
 
 
 def test_unsupported_ops_are_recorded(tiny_env):

@@ -14,7 +14,7 @@ TESTS = Path(__file__).resolve().parent
 @pytest.fixture
 def tiny(monkeypatch):
     from sdk.conformance import spec as spec_mod
-    saved = dict(spec_mod._REGISTRY)
+    saved = spec_mod.registered()  # the whole suite, imported now so that it is restored afterwards
     monkeypatch.setenv("DAY0_KERNELS", "doubles.tiny_suite")
     monkeypatch.syspath_prepend(str(TESTS))
     # import what the in-process runs need up front: pytester drops modules first imported inside

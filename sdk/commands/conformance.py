@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     from ..conformance.results import Record, ResultWriter, load_results, new_header, suite_version
     from ..conformance.runner import Item, Progress, load_suite, model_kernels, parse_shard, run_items
     from ..conformance.runner import select, shard
-    from ..conformance.table import render
+    from ..conformance.table import render, render_compile_matrix
 
     shard_spec = parse_shard(args.shard) if args.shard is not None else None
     if args.jobs < 1:
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     device = _device(args, base)
     from ..backend import registry
     # each arch variant stands for its own device (nvidia_ref@sm_89 -> nvidia_l4), unless --device says
-    item_device = {name: device if args.device else (registry.get(name).target.device_model or device)
+    item_device = {name: device if args.device else (registry.get(name).target.device_model or "unknown")
                    for name, _ in variants}
     items = [Item(spec.name, case.name, dtype, name, arch)
              for name, arch in variants for spec, case, dtype in selected]
@@ -200,8 +200,12 @@ def run(args: argparse.Namespace) -> int:
         writer.close()
     elapsed = time.monotonic() - t0
 
-    title = (f"Day-0 table: {header_backend} on {device} ({'compile-only' if compile_only else header.mode}"
+    where = ", ".join(f"{arch} ({item_device.get(name) or '?'})" for name, arch in variants) \
+        if compile_only else device
+    title = (f"Day-0 table: {header_backend} on {where} ({'compile-only' if compile_only else header.mode}"
              f"{', shard ' + args.shard if args.shard else ''})")
+    if compile_only and records:
+        print(render_compile_matrix(records))
     print(render(records, model_kernels(suite), title))
     print(f"{len(items)} item(s) run in {elapsed:.1f} s with {args.jobs} worker(s); results: {out}")
     if args.junit:

@@ -69,3 +69,40 @@ def render(records: list[Record], model_kernels: dict[str, list[str]], title: st
                  + ", ".join(f"{sum(v['verdict'] == k for v in shown.values())} {k}"
                              for k in (RUNS, GAPS, NO)))
     return "\n".join(lines)
+
+
+def render_compile_matrix(records: list[Record]) -> str:
+    """Compile-only runs: kernels x archs with items compiled, the most registers, spill bytes and
+    shared memory any launch of the kernel needed, the code path (e.g. mma.sync / wgmma / simt), and
+    whether that path differs between archs."""
+    archs = sorted({r.arch for r in records}, key=lambda a: (len(a), a))
+    kernels = sorted({r.kernel for r in records})
+    cells: dict[tuple[str, str], str] = {}
+    paths: dict[str, set] = {}
+    for k in kernels:
+        per_arch_paths = []
+        for a in archs:
+            recs = [r for r in records if r.kernel == k and r.arch == a]
+            if not recs:
+                cells[k, a] = "-"
+                continue
+            stats = [s for r in recs for s in (r.launch_stats or [])]
+            ok = sum(r.passed for r in recs)
+            regs = max((s.get("registers") or 0 for s in stats), default=0)
+            spill = max((s.get("spill_stores") or 0 for s in stats), default=0)
+            smem = max((s.get("shared_bytes") or 0 for s in stats), default=0)
+            code = sorted({s["code_path"] for s in stats if s.get("code_path")})
+            per_arch_paths.append(tuple(code))
+            cells[k, a] = (f"{ok}/{len(recs)} r{regs} s{spill} {smem // 1024}K {'/'.join(code) or '-'}")
+        paths[k] = set(per_arch_paths)
+    head = ["kernel"] + archs + ["code path"]
+    rows = [head] + [[k] + [cells[k, a] for a in archs] + ["differs by arch" if len(paths[k]) > 1 else "same"]
+                     for k in kernels]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["Compile matrix (compiled/items, max registers r, max spill-store bytes s, max shared "
+             "memory, code path):"]
+    for i, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)

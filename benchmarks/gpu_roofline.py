@@ -54,6 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--groups", default="", help="only these kernel groups (comma-separated)")
     ap.add_argument("--dtypes", default="bf16", help="dtypes to time where a kernel has them (default bf16)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile of the references")
+    ap.add_argument("--max-ref-ms", type=float, default=20.0,
+                    help="a reference slower than this (one call) is timed once and not compiled (default 20)")
     ap.add_argument("--budget-s", type=float, default=280.0,
                     help="start no new kernel after this many seconds (default 280)")
     ap.add_argument("--warmup-ms", type=float, default=10.0)
@@ -139,11 +141,21 @@ def measure_case(spec: Any, case: Any, dtype: str, args: argparse.Namespace, cei
         torch.cuda.synchronize()
         row["day0_ms"] = bench(lambda: spec.run(inputs, case), args.warmup_ms, args.rep_ms)
     ref_inputs = clone_inputs(pristine)
+    slow = False
     try:
-        row["eager_ms"] = bench(lambda: spec.reference(ref_inputs, case), args.warmup_ms, args.rep_ms)
+        t0 = time.perf_counter()
+        spec.reference(ref_inputs, case)
+        torch.cuda.synchronize()
+        once_ms = (time.perf_counter() - t0) * 1e3
+        slow = once_ms > args.max_ref_ms
+        # a reference written for clarity (Python loops) is no baseline: time it once, compile nothing
+        row["eager_ms"] = once_ms if slow else bench(lambda: spec.reference(ref_inputs, case),
+                                                     args.warmup_ms, args.rep_ms)
     except Exception as exc:
         row["eager_error"] = f"{type(exc).__name__}: {exc}"[:300]
-    if not args.no_compile:
+    if slow:
+        row["compile_skipped"] = f"reference takes {row['eager_ms']:.0f} ms (> --max-ref-ms {args.max_ref_ms:g})"
+    elif not args.no_compile:
         try:
             compiled = torch.compile(spec.reference)
             compiled(ref_inputs, case)

@@ -55,7 +55,8 @@ class CaptureBackend(Backend):
     def to_device(self, tensor: Any, name: str) -> DeviceArg:
         from .numerics import TORCH_TO_TTIR
         dtype = TORCH_TO_TTIR.get(str(tensor.dtype).replace("torch.", ""), "")
-        return DeviceArg(name, tensor.data_ptr(), tensor.numel() * tensor.element_size(), dtype, None)
+        # the tensor travels along, so that an analysis may read scalars a kernel loads (lengths, offsets)
+        return DeviceArg(name, tensor.data_ptr(), tensor.numel() * tensor.element_size(), dtype, tensor)
 
     def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
         self.modules.append(kernel)

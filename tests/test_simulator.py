@@ -119,3 +119,23 @@ def test_a_gpu_program_may_keep_tiles_in_registers():
     l4 = load("nvidia_l4")
     assert l4.max_program_bytes < c.footprint_bytes <= l4.program_on_chip_bytes
     assert predict([c], l4).fits
+
+
+@triton.jit
+def varlen_sum(x_ptr, lens_ptr, out_ptr, BLOCK: tl.constexpr):
+    """One program per sequence; its loop bound is a length the kernel loads from memory."""
+    seq = tl.program_id(0)
+    n = tl.load(lens_ptr + seq)
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for i in range(0, n):
+        acc += tl.load(x_ptr + i * BLOCK + tl.arange(0, BLOCK))
+    tl.store(out_ptr + seq * BLOCK + tl.arange(0, BLOCK), acc)
+
+
+def test_loop_bounds_read_from_memory_and_averaged_over_programs():
+    lens = torch.tensor([2, 4, 6, 8], dtype=torch.int32)
+    x = torch.empty(8 * 32)
+    c = _counts(lambda: varlen_sum[(4,)](x, lens, torch.empty(4 * 32), BLOCK=32))
+    # programs run 2, 4, 6 and 8 iterations of a 128-byte load: 5 on average
+    assert c.bytes_loaded == pytest.approx(5 * 32 * 4 + 4)  # plus the 4-byte length itself
+    assert not c.estimated

@@ -1,8 +1,9 @@
 """What one launch of a kernel does, read from its TTIR and its launch arguments.
 
-Counts are per program (program 0 stands for all), multiplied by loop trip counts where the loop
-bounds follow from the scalar arguments; a bound that does not (one read from memory, say) is
-counted once and the result is marked `estimated`. Bytes are the tensors loaded and stored (masks
+Counts are per program, averaged over a sample of programs spread over the grid, multiplied by
+loop trip counts where the loop bounds follow from the scalar arguments, the program id, or scalars
+the kernel loads from its (captured) tensor arguments; a bound that does not is counted once and
+the result is marked `estimated`. Bytes are the tensors loaded and stored (masks
 ignored), attributed to the tensor argument each pointer derives from, so that DRAM traffic can be
 capped at each argument's size (re-reads served on chip); flops are 2*M*N*K per tt.dot and one per
 element per floating-point op.
@@ -88,25 +89,59 @@ def _bytes(t: Type) -> int:
     return _numel(t) * max(1, e.bits // 8) if isinstance(e, ScalarType) else 0
 
 
-def analyse(module: Module, grid: tuple[int, int, int], args: list[Any]) -> LaunchCounts:
+def analyse(module: Module, grid: tuple[int, int, int], args: list[Any], samples: int = 8) -> LaunchCounts:
+    """Counts of one launch: per-program figures are the mean over up to `samples` programs spread
+    evenly over the grid (program ids enter loop bounds: causal attention, varlen sequences)."""
+    func = module.entry
+    total = math.prod(grid) or 1
+    n = min(samples, total)
+    picks = sorted({round(k * (total - 1) / max(n - 1, 1)) for k in range(n)})
+    runs = [_analyse_program(module, grid, args, _pid_of(p, grid)) for p in picks]
+    counts = runs[0]
+    if len(runs) > 1:
+        n = len(runs)
+        counts.bytes_loaded = sum(r.bytes_loaded for r in runs) / n
+        counts.bytes_stored = sum(r.bytes_stored for r in runs) / n
+        for field_name in ("flops", "loaded_by_arg", "stored_by_arg"):
+            merged = defaultdict(float)
+            for r in runs:
+                for key, val in getattr(r, field_name).items():
+                    merged[key] += val / n
+            setattr(counts, field_name, merged)
+        counts.estimated = any(r.estimated for r in runs)
+        for r in runs[1:]:
+            counts.dot_types |= r.dot_types
+            counts.atomics |= r.atomics
+            counts.dtypes |= r.dtypes
+    counts.footprint_bytes = max(_peak_live(b) for b in func.body.blocks)
+    return counts
+
+
+def _pid_of(linear: int, grid: tuple[int, int, int]) -> tuple[int, int, int]:
+    return (linear % grid[0], (linear // grid[0]) % grid[1], linear // (grid[0] * grid[1]))
+
+
+def _analyse_program(module: Module, grid: tuple[int, int, int], args: list[Any],
+                     pid: tuple[int, int, int]) -> LaunchCounts:
     func = module.entry
     counts = LaunchCounts(func.name, tuple(grid))
     env: dict[Value, Any] = {}
-    walker = _Walker(module, counts, grid)
+    walker = _Walker(module, counts, grid, pid, [a for a in args if isinstance(a, DeviceArg)])
     for v, a in zip(func.args, args):
-        env[v] = None if isinstance(a, DeviceArg) else a
+        env[v] = a.address if isinstance(a, DeviceArg) else a
         if isinstance(a, DeviceArg):
             walker.origin[v] = a.name
             counts.extents[a.name] = a.nbytes or math.inf
     for block in func.body.blocks:  # blocks after an early return (cf.cond_br): an upper bound
         walker.block(block, env, 1.0)
-    counts.footprint_bytes = max(_peak_live(b) for b in func.body.blocks)
     return counts
 
 
 class _Walker:
-    def __init__(self, module: Module, counts: LaunchCounts, grid: tuple[int, int, int]):
-        self.module, self.c, self.grid = module, counts, grid
+    def __init__(self, module: Module, counts: LaunchCounts, grid: tuple[int, int, int],
+                 pid: tuple[int, int, int] = (0, 0, 0), memory: list[DeviceArg] = ()):
+        self.module, self.c, self.grid, self.pid = module, counts, grid, pid
+        self.memory = list(memory)
         self.origin: dict[Value, str] = {}  # pointer value -> the tensor argument it points into
 
     def _traffic(self, by_arg: dict, ptr: Value, amount: float) -> None:
@@ -178,8 +213,29 @@ class _Walker:
                         self.origin[v] = self.origin[a]
                 for block in callee.body.blocks:
                     self.block(block, inner, mult)
-        for r, val in zip(op.results, _fold(op, [env.get(v) for v in op.operands], self.grid)):
+        vals = [env.get(v) for v in op.operands]
+        if n == "tt.load" and not isinstance(op.results[0].type, TensorType) and len(op.operands) == 1:
+            folded = [self._read_scalar(vals[0], op.results[0].type)]
+        elif n == "tt.addptr" and not isinstance(op.results[0].type, TensorType) and None not in vals[:2]:
+            folded = [vals[0] + int(vals[1]) * _bytes_of(op.results[0].type.pointee)]
+        else:
+            folded = _fold(op, vals, self.grid, self.pid)
+        for r, val in zip(op.results, folded):
             env[r] = val
+
+    def _read_scalar(self, address: Any, type_: Type) -> Any:
+        """A scalar the kernel loads (a sequence length, an offset), read from the captured tensor."""
+        if address is None or not isinstance(type_, ScalarType) or not type_.is_int:
+            return None
+        for arg in self.memory:
+            t = arg.handle
+            if t is None or not arg.address <= address < arg.address + arg.nbytes:
+                continue
+            if not t.is_contiguous() or t.dtype.is_floating_point:
+                return None
+            index = (address - arg.address) // t.element_size()
+            return int(t.reshape(-1)[index])
+        return None
 
     def _propagate_origin(self, op: Op) -> None:
         """Pointers keep the argument they came from through splat/broadcast/addptr/reshape...,
@@ -205,8 +261,12 @@ class _Walker:
         return float(max(0, -(-(int(ub) - int(lb)) // int(step))))
 
 
-def _fold(op: Op, vals: list, grid: tuple[int, int, int]) -> list:
-    """Evaluate scalar integer arithmetic (loop bounds), program 0 standing for every program."""
+def _bytes_of(t: Type) -> int:
+    return max(1, t.bits // 8) if isinstance(t, ScalarType) else 8
+
+
+def _fold(op: Op, vals: list, grid: tuple[int, int, int], pid: tuple[int, int, int] = (0, 0, 0)) -> list:
+    """Evaluate scalar integer arithmetic (loop bounds) for the program `pid`."""
     n, a = op.name, vals
     if op.results and isinstance(op.results[0].type, TensorType):
         return [None] * len(op.results)
@@ -215,7 +275,7 @@ def _fold(op: Op, vals: list, grid: tuple[int, int, int]) -> list:
             v = op.attrs.get("value")
             return [v if isinstance(v, (int, float, bool)) else None]
         if n == "tt.get_program_id":
-            return [0]
+            return [pid[op.attrs["axis"]]]
         if n == "tt.get_num_programs":
             return [grid[op.attrs["axis"]]]
         if None in a:

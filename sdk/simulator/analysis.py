@@ -89,14 +89,17 @@ def _bytes(t: Type) -> int:
     return _numel(t) * max(1, e.bits // 8) if isinstance(e, ScalarType) else 0
 
 
-def analyse(module: Module, grid: tuple[int, int, int], args: list[Any], samples: int = 8) -> LaunchCounts:
+def analyse(module: Module, grid: tuple[int, int, int], args: list[Any], samples: int = 8,
+            unwritten: list[tuple[int, int]] = ()) -> LaunchCounts:
     """Counts of one launch: per-program figures are the mean over up to `samples` programs spread
-    evenly over the grid (program ids enter loop bounds: causal attention, varlen sequences)."""
+    evenly over the grid (program ids enter loop bounds: causal attention, varlen sequences).
+    `unwritten`: (address, bytes) ranges whose contents are not real data (outputs of earlier
+    launches that a capture did not run); scalars there are not read."""
     func = module.entry
     total = math.prod(grid) or 1
     n = min(samples, total)
     picks = sorted({round(k * (total - 1) / max(n - 1, 1)) for k in range(n)})
-    runs = [_analyse_program(module, grid, args, _pid_of(p, grid)) for p in picks]
+    runs = [_analyse_program(module, grid, args, _pid_of(p, grid), unwritten) for p in picks]
     counts = runs[0]
     if len(runs) > 1:
         n = len(runs)
@@ -122,11 +125,12 @@ def _pid_of(linear: int, grid: tuple[int, int, int]) -> tuple[int, int, int]:
 
 
 def _analyse_program(module: Module, grid: tuple[int, int, int], args: list[Any],
-                     pid: tuple[int, int, int]) -> LaunchCounts:
+                     pid: tuple[int, int, int], unwritten: list[tuple[int, int]] = ()) -> LaunchCounts:
     func = module.entry
     counts = LaunchCounts(func.name, tuple(grid))
     env: dict[Value, Any] = {}
     walker = _Walker(module, counts, grid, pid, [a for a in args if isinstance(a, DeviceArg)])
+    walker.unwritten = list(unwritten)
     for v, a in zip(func.args, args):
         env[v] = a.address if isinstance(a, DeviceArg) else a
         if isinstance(a, DeviceArg):
@@ -142,6 +146,7 @@ class _Walker:
                  pid: tuple[int, int, int] = (0, 0, 0), memory: list[DeviceArg] = ()):
         self.module, self.c, self.grid, self.pid = module, counts, grid, pid
         self.memory = list(memory)
+        self.unwritten: list[tuple[int, int]] = []
         self.origin: dict[Value, str] = {}  # pointer value -> the tensor argument it points into
 
     def _traffic(self, by_arg: dict, ptr: Value, amount: float) -> None:
@@ -226,6 +231,8 @@ class _Walker:
     def _read_scalar(self, address: Any, type_: Type) -> Any:
         """A scalar the kernel loads (a sequence length, an offset), read from the captured tensor."""
         if address is None or not isinstance(type_, ScalarType) or not type_.is_int:
+            return None
+        if any(lo <= address < lo + size for lo, size in self.unwritten):
             return None
         for arg in self.memory:
             t = arg.handle

@@ -5,6 +5,7 @@ from typing import Callable, Iterable
 
 import torch
 
+from ..backend import DeviceArg
 from ..capture import capture
 from ..conformance.check import case_seed
 from ..conformance.spec import DTYPES, KernelSpec
@@ -19,7 +20,14 @@ def capture_case(spec: KernelSpec, case, dtype: str) -> list[LaunchCounts]:
     cap = capture()
     with cap:
         spec.run(inputs, case)
-    return [analyse(launch.module, launch.grid, launch.args) for launch in cap.launches]
+    out, written = [], []
+    for launch in cap.launches:
+        counts = analyse(launch.module, launch.grid, launch.args, unwritten=written)
+        out.append(counts)
+        # what this launch stores was never computed (nothing ran): later launches must not read it
+        written += [(a.address, a.nbytes) for a in launch.args
+                    if isinstance(a, DeviceArg) and counts.stored_by_arg.get(a.name)]
+    return out
 
 
 def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full: bool = False,

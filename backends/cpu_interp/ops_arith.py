@@ -155,29 +155,28 @@ def _remui(a, b):
     return np.where(b == 0, a, a % safe)
 
 
-def _shift_amount(b, bits):
+def _shift_amount(b):
     return b.astype(np.uint64) if b.dtype.kind == "u" else b.view(_UNSIGNED[b.dtype.itemsize * 8]).astype(np.uint64)
 
 
-def _shl(a, b):
-    bits = a.dtype.itemsize * 8
-    amt = _shift_amount(b, bits)
-    ua = a.view(_UNSIGNED[bits])
-    r = np.left_shift(ua, np.minimum(amt, bits - 1).astype(ua.dtype))
-    return np.where(amt >= bits, 0, r).astype(ua.dtype).view(a.dtype)
+def _logical_shift(shift):
+    """shli / shrui on the unsigned view; an amount of the bit width or more gives 0 (PTX)."""
+    def rule(a, b):
+        bits = a.dtype.itemsize * 8
+        amt = _shift_amount(b)
+        ua = a.view(_UNSIGNED[bits])
+        r = shift(ua, np.minimum(amt, bits - 1).astype(ua.dtype))
+        return np.where(amt >= bits, 0, r).astype(ua.dtype).view(a.dtype)
+    return rule
 
 
-def _shrui(a, b):
-    bits = a.dtype.itemsize * 8
-    amt = _shift_amount(b, bits)
-    ua = a.view(_UNSIGNED[bits])
-    r = np.right_shift(ua, np.minimum(amt, bits - 1).astype(ua.dtype))
-    return np.where(amt >= bits, 0, r).astype(ua.dtype).view(a.dtype)
+_shl = _logical_shift(np.left_shift)
+_shrui = _logical_shift(np.right_shift)
 
 
 def _shrsi(a, b):
     bits = a.dtype.itemsize * 8
-    amt = _shift_amount(b, bits)
+    amt = _shift_amount(b)
     return np.right_shift(a, np.minimum(amt, bits - 1).astype(a.dtype))
 
 

@@ -37,9 +37,7 @@ def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full
     cases_out: list[dict] = []
     by_device = {d.name: {"device": d.name, "kernels": {}} for d in devices}
     for spec in specs:
-        for case in spec.cases:
-            if case.quick == full and not (full and case.quick and len(spec.cases) == 1):
-                continue
+        for case in _cases(spec, full):
             for dtype in spec.dtypes:
                 if progress:
                     progress(f"{spec.name}/{case.name}/{dtype}")
@@ -58,6 +56,12 @@ def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full
                     cases_out.append(row)
                     _merge(by_device[d.name]["kernels"], spec.name, p, "")
     return {"devices": [d.name for d in devices], "cases": cases_out, "by_device": by_device}
+
+
+def _cases(spec: KernelSpec, full: bool) -> list:
+    """Quick cases, or with `full` the realistic ones (the quick ones where a kernel has none)."""
+    quick = [c for c in spec.cases if c.quick]
+    return ([c for c in spec.cases if not c.quick] or quick) if full else quick
 
 
 def _merge(kernels: dict, name: str, p, note: str) -> None:

@@ -97,6 +97,8 @@ class KernelInfo:
     metadata: Any                          # Triton's KernelMetadata (num_warps, shared, ...)
     src: Any = None                        # Triton's compile source (signature, constants), for
                                            # backends that reuse Triton's own launchers
+    source_file: str | None = None         # the Python file the kernel is defined in now; see
+                                           # sdk.ttir.Module.relocate
 
 
 Rule = Callable[..., Any]

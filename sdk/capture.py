@@ -50,7 +50,9 @@ class CaptureBackend(Backend):
 
     def load(self, artifact: bytes, kernel: KernelInfo) -> Any:
         from .ttir import parse
-        return parse(artifact.decode())
+        module = parse(artifact.decode())
+        module.relocate(kernel.source_file)
+        return module
 
     def to_device(self, tensor: Any, name: str) -> DeviceArg:
         from .numerics import TORCH_TO_TTIR

@@ -150,6 +150,13 @@ class _Pending:
     artifact: bytes
 
 
+def _source_file(src: Any) -> str | None:
+    """The file of the Python function behind a compile source (None for IR sources)."""
+    fn = getattr(getattr(src, "fn", None), "fn", None)
+    code = getattr(fn, "__code__", None)
+    return code.co_filename if code is not None else None
+
+
 class _Launcher:
     """Called by Triton as (gx, gy, gz, stream, function, packed_metadata, launch_metadata,
     enter_hook, exit_hook, *args) with the kernel's actual arguments (tensors stay tensors)."""
@@ -178,7 +185,8 @@ class _Launcher:
             return self.direct(gx, gy, gz, stream, self.function, packed_metadata, launch_metadata,
                                enter_hook, exit_hook, *args)
         if self.kernel is None:
-            info = KernelInfo(function.name, self._runtime_params(), self.metadata, self.src)
+            info = KernelInfo(function.name, self._runtime_params(), self.metadata, self.src,
+                              _source_file(self.src))
             self.kernel = self.backend.load(function.artifact, info)
             if self.raw and getattr(self.kernel, "triton_launcher", None) is not None:
                 # a passes_tensors backend whose kernel handle carries a launcher with Triton's

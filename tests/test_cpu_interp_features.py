@@ -285,6 +285,37 @@ def test_device_assert_names_line():
     assert f"{__file__}:{line_of(assert_kernel, 'tl.device_assert')}" in str(info.value)
 
 
+COPIED_KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copied_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs), mask=offs < n)  # the load has no mask
+"""
+
+
+def test_cached_kernel_names_the_file_it_lives_in(tmp_path):
+    """Triton's cache is keyed by source text, not file: an identical kernel compiled from another
+    file must still be reported at its own path."""
+    import importlib.util
+    paths = []
+    for k, sub in enumerate(("first", "second")):
+        (tmp_path / sub).mkdir()
+        path = tmp_path / sub / "copied.py"
+        path.write_text(COPIED_KERNEL)
+        spec = importlib.util.spec_from_file_location(f"day0_copied_{k}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        with pytest.raises(KernelFault) as info:
+            module.copied_kernel[(1,)](torch.randn(10), torch.empty(10), 10, BLOCK=16)
+        paths.append((str(path), str(info.value)))
+    for path, msg in paths:
+        assert f"{path}:9: tl.store(out_ptr + offs, tl.load(x_ptr + offs)" in msg, msg
+
+
 # ------------------------------------------------------------- TRITON_DEFAULT_BACKEND, no sdk
 SCRIPT = '''
 import torch, triton, triton.language as tl

@@ -25,7 +25,7 @@ class CpuInterpBackend(Backend):
 
     def __init__(self) -> None:
         super().__init__()
-        self._programs: dict[str, Program] = {}
+        self._programs: dict[tuple[str, str | None], Program] = {}
 
     def lowering_table(self) -> LoweringTable:
         return TABLE
@@ -36,10 +36,12 @@ class CpuInterpBackend(Backend):
 
     def load(self, artifact: bytes, kernel: KernelInfo) -> Program:
         """Parsed and compiled once per artifact (Triton may ask again for the same kernel)."""
-        key = hashlib.sha1(artifact).hexdigest()
+        key = (hashlib.sha1(artifact).hexdigest(), kernel.source_file)
         prog = self._programs.get(key)
         if prog is None:
-            prog = self._programs[key] = Program(parse(artifact.decode()), self.lowering)
+            module = parse(artifact.decode())
+            module.relocate(kernel.source_file)
+            prog = self._programs[key] = Program(module, self.lowering)
         return prog
 
     def to_device(self, tensor: Any, name: str) -> DeviceArg:

@@ -225,3 +225,18 @@ class Module:
     def walk(self) -> Iterator[Op]:
         for func in self.funcs.values():
             yield from func.walk()
+
+    def relocate(self, source_file: str | None) -> None:
+        """Point the kernel's own locations at `source_file`, where the kernel lives now.
+
+        Triton keys its compile cache by a kernel's source text and line, not by its file, so a
+        kernel loaded from the cache may carry the path of an identical copy compiled elsewhere.
+        Locations in other files (library code, helpers) are left as they are."""
+        old = self.entry.loc.file if self.entry.loc is not None else None
+        if not source_file or old is None or old == source_file:
+            return
+        new = lambda loc: Loc(source_file, loc.line, loc.col) if loc is not None and loc.file == old else loc
+        for func in self.funcs.values():
+            func.loc = new(func.loc)
+            for op in func.walk():
+                op.loc = new(op.loc)

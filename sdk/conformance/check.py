@@ -85,8 +85,9 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> tuple[bool,
     return True, stats
 
 
-def run_case(spec: KernelSpec, case: Case, dtype: str, device: str) -> Verdict:
-    """Make seeded inputs on `device`, poison outputs, launch, and compare with the reference."""
+def run_case(spec: KernelSpec, case: Case, dtype: str, device: str, **config) -> Verdict:
+    """Make seeded inputs on `device`, poison outputs, launch, and compare with the reference.
+    `config` goes to the launch wrapper (tile sizes and the like, where it takes them)."""
     gen = torch.Generator(device="cpu").manual_seed(case_seed(spec.name, case.name, dtype))
     inputs = spec.make_inputs(case, DTYPES[dtype], device, gen)
     for name in spec.outputs:
@@ -97,7 +98,7 @@ def run_case(spec: KernelSpec, case: Case, dtype: str, device: str) -> Verdict:
         if name not in spec.inplace:
             poison_(inputs[name])
     start = time.perf_counter()
-    spec.run(inputs, case)
+    spec.run(inputs, case, **config)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     wall = time.perf_counter() - start

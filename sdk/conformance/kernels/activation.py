@@ -30,13 +30,18 @@ def _inputs(case, dtype, device, gen):
     return {"x": x, "out": torch.empty((rows, inter), dtype=dtype, device=device)}
 
 
-def _run(inp, case):
+def _config(inter: int, itemsize: int) -> dict:
+    """Columns per program and warps (overridable by keyword): 16-byte accesses per thread."""
+    block = min(1024, triton.next_power_of_2(inter))
+    return dict(BLOCK=block, num_warps=max(1, min(4, block * itemsize // 512)))
+
+
+def _run(inp, case, **config):
     x, out = inp["x"], inp["out"]
     rows, inter = out.shape
-    block = min(1024, triton.next_power_of_2(inter))
-    grid = (rows, triton.cdiv(inter, block))
-    _silu_and_mul_kernel[grid](x, out, x.stride(0), out.stride(0), inter, BLOCK=block,
-                               num_warps=max(1, min(4, block * x.element_size() // 512)))
+    cfg = {**_config(inter, x.element_size()), **config}
+    grid = (rows, triton.cdiv(inter, cfg["BLOCK"]))
+    _silu_and_mul_kernel[grid](x, out, x.stride(0), out.stride(0), inter, **cfg)
 
 
 def _reference(inp, case):

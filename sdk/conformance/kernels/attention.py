@@ -217,21 +217,27 @@ def _make_decode(case, dtype, device, gen):
     return d
 
 
-def _run_decode(x, case):
-    B, HQ, D = x["q"].shape
-    _, PAGE, HKV, _ = x["k_cache"].shape
-    max_len = max(case.params["lens"])
+def _decode_config(max_len: int, D: int) -> dict:
+    """Split count and tile sizes by context length and head size (overridable by keyword)."""
     num_splits = max(1, min(16, triton.cdiv(max_len, 256)))
     if max_len < 256:
         num_splits = max(1, min(4, triton.cdiv(max_len, 32)))   # short contexts still split
+    return dict(num_splits=num_splits, BLOCK_N=64 if D <= 128 else 32, num_warps=4, num_stages=2)
+
+
+def _run_decode(x, case, **config):
+    B, HQ, D = x["q"].shape
+    _, PAGE, HKV, _ = x["k_cache"].shape
+    cfg = {**_decode_config(max(case.params["lens"]), D), **config}
+    num_splits = cfg.pop("num_splits")
     BD = triton.next_power_of_2(D)
     part_o = torch.empty((B, HQ, num_splits, D), dtype=torch.float32, device=x["q"].device)
     part_lse = torch.empty((B, HQ, num_splits), dtype=torch.float32, device=x["q"].device)
     attn_paged_decode_split_kernel[(B, HKV, num_splits)](
         x["q"], x["k_cache"], x["v_cache"], x["block_table"], x["seq_lens"], part_o, part_lse,
         x["scale"] * LOG2E, x["block_table"].shape[1], HQ=HQ, HKV=HKV, D=D, BD=BD, PAGE=PAGE,
-        BLOCK_H=max(16, triton.next_power_of_2(HQ // HKV)), BLOCK_N=64 if BD <= 128 else 32,
-        NUM_SPLITS=num_splits, PREC=_prec(x["q"]), num_warps=4, num_stages=2)
+        BLOCK_H=max(16, triton.next_power_of_2(HQ // HKV)), NUM_SPLITS=num_splits, PREC=_prec(x["q"]),
+        **cfg)
     attn_paged_decode_reduce_kernel[(B, HQ)](
         part_o, part_lse, x["seq_lens"], x["o"], HQ=HQ, D=D, BD=BD, NUM_SPLITS=num_splits,
         BS=triton.next_power_of_2(num_splits), num_warps=4)

@@ -66,10 +66,10 @@ def _config(m: int, n: int, k: int, itemsize: int) -> dict:
     return dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
 
 
-def _launch(a, b, c, sa=None, sb=None):
+def _launch(a, b, c, sa=None, sb=None, **config):
     m, k = a.shape
     n = b.shape[0]
-    cfg = _config(m, n, k, a.element_size())
+    cfg = {**_config(m, n, k, a.element_size()), **config}
     grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
     scaled = sa is not None
     _gemm_kernel[grid](a, b, c, sa if scaled else c, sb if scaled else c, m, n, k,
@@ -85,8 +85,8 @@ def _dense_inputs(case, dtype, device, gen):
     return {"x": x, "w": w, "y": torch.empty((m, n), dtype=dtype, device=device)}
 
 
-def _dense_run(inp, case):
-    _launch(inp["x"], inp["w"], inp["y"])
+def _dense_run(inp, case, **config):
+    _launch(inp["x"], inp["w"], inp["y"], **config)
 
 
 def _dense_reference(inp, case):
@@ -133,8 +133,8 @@ def _fp8_inputs(case, dtype, device, gen):
             "y": torch.empty((m, n), dtype=dtype, device=device)}
 
 
-def _fp8_run(inp, case):
-    _launch(inp["x"], inp["w"], inp["y"], inp["sx"], inp["sw"])
+def _fp8_run(inp, case, **config):
+    _launch(inp["x"], inp["w"], inp["y"], inp["sx"], inp["sw"], **config)
 
 
 def _fp8_reference(inp, case):

@@ -105,23 +105,27 @@ def _prefill_inputs(case, dtype, device, gen):
             "has_initial_state": has_init, "cu_seqlens": cu.to(device), "out": out.to(device)}
 
 
-def _prefill_run(inp, case):
+def _prefill_config(dim: int) -> dict:
+    """Tile sizes (overridable by keyword): [16 tokens x 128 channels] tiles keep the four shifted
+    loads in registers (larger tiles spill)."""
+    return dict(BLOCK_M=16, BLOCK_N=min(128, triton.next_power_of_2(dim)), num_warps=4)
+
+
+def _prefill_run(inp, case, **config):
     x, out, w, st = inp["x"], inp["out"], inp["weight"], inp["conv_states"]
     p = case.params
     dim = x.shape[1]
     max_len = max(p["seqlens"])  # serving metadata carries the longest sequence of the batch
     B = len(p["seqlens"])
-    # [16 tokens x 128 channels] tiles keep the four shifted loads in registers (larger tiles spill)
-    block_m = 16
-    block_n = min(128, triton.next_power_of_2(dim))
+    cfg = {**_prefill_config(dim), **config}
     bias = inp["bias"]
-    grid = (B, triton.cdiv(max_len, block_m), triton.cdiv(dim, block_n))
+    grid = (B, triton.cdiv(max_len, cfg["BLOCK_M"]), triton.cdiv(dim, cfg["BLOCK_N"]))
     _conv1d_prefill_kernel[grid](
         x, w, bias if bias is not None else w, st, inp["cache_indices"], inp["has_initial_state"],
         inp["cu_seqlens"], out, dim, x.stride(0), x.stride(1), out.stride(0), out.stride(1),
         w.stride(0), w.stride(1), st.stride(0), st.stride(1), st.stride(2),
         WIDTH=w.shape[1], HAS_BIAS=bias is not None, SILU=bool(p["silu"]),
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=triton.next_power_of_2(w.shape[1] - 1), num_warps=4)
+        BLOCK_K=triton.next_power_of_2(w.shape[1] - 1), **cfg)
 
 
 def _prefill_ref(inp, case):

@@ -85,14 +85,19 @@ def _topk_inputs(case, dtype, device, gen):
             "topk_ids": torch.empty((T, k), dtype=torch.int32, device=device)}
 
 
-def _topk_run(inp, case):
+def _topk_config(E: int) -> dict:
+    """Warps per row (overridable by keyword)."""
+    return dict(num_warps=4 if triton.next_power_of_2(E) >= 512 else 1)
+
+
+def _topk_run(inp, case, **config):
     logits = inp["logits"]
     T, E = logits.shape
     k = case.params["topk"]
-    block_e = triton.next_power_of_2(E)
     _topk_softmax_kernel[(T,)](logits, inp["topk_weights"], inp["topk_ids"], E, logits.stride(0),
-                               TOPK=k, RENORM=bool(case.params["renormalize"]), BLOCK_E=block_e,
-                               BLOCK_K=triton.next_power_of_2(k), num_warps=4 if block_e >= 512 else 1)
+                               TOPK=k, RENORM=bool(case.params["renormalize"]),
+                               BLOCK_E=triton.next_power_of_2(E), BLOCK_K=triton.next_power_of_2(k),
+                               **{**_topk_config(E), **config})
 
 
 def _topk_ref(inp, case):
@@ -110,6 +115,9 @@ register(KernelSpec(
              source="odd expert count (Qwen1.5-MoE-like 60 experts)"),
         Case("mixtral_T16_E8_k2", {"tokens": 16, "experts": 8, "topk": 2, "renormalize": True},
              source="Mixtral-8x7B: 8 experts, top-2"),
+        Case("qwen2_moe_T19_E60_k4_softmax_weights", {"tokens": 19, "experts": 60, "topk": 4,
+                                                      "renormalize": False},
+             source="Qwen1.5/Qwen2-MoE: 60 experts, top-4, norm_topk_prob false (softmax weights as they are)"),
         Case("qwen3_next_T8_E512_k10", {"tokens": 8, "experts": 512, "topk": 10, "renormalize": True},
              source="Qwen3-Next: 512 experts, top-10, norm_topk_prob"),
         Case("qwen3_next_T8192_E512_k10", {"tokens": 8192, "experts": 512, "topk": 10, "renormalize": True},
@@ -326,21 +334,24 @@ def _gemm_inputs(case, dtype, device, gen):
             "out": torch.empty((T, k, N), dtype=dtype, device=device)}
 
 
-def _gemm_run(inp, case):
+def _gemm_config(N: int, dtype: torch.dtype) -> dict:
+    """Tile sizes (overridable by keyword); BLOCK_M is the alignment block the inputs were sorted by."""
+    return dict(BLOCK_N=64 if N <= 256 else 128, BLOCK_K=64 if dtype != torch.float32 else 32,
+                GROUP_M=8, num_warps=4, num_stages=3)
+
+
+def _gemm_run(inp, case, **config):
     p = case.params
     a, w, out = inp["a"], inp["w"], inp["out"]
     E, N, K = w.shape
-    bm = p["block_m"]
-    block_n = 64 if N <= 256 else 128
-    block_k = 64 if a.dtype != torch.float32 else 32
+    cfg = {**_gemm_config(N, a.dtype), **config}
     n_blocks = inp["expert_ids"].numel()
-    grid = (n_blocks * triton.cdiv(N, block_n),)
+    grid = (n_blocks * triton.cdiv(N, cfg["BLOCK_N"]),)
     _fused_moe_kernel[grid](
         a, w, out, inp["topk_weights"], inp["sorted_token_ids"], inp["expert_ids"],
         inp["num_tokens_post_padded"], N, K, inp["topk_ids"].numel(), a.stride(0), w.stride(0), w.stride(1),
         N, TOP_K=1 if p["down"] else p["topk"], MUL_ROUTED_WEIGHT=bool(p["down"]),
-        DOT_PRECISION="ieee" if a.dtype == torch.float32 else "tf32",
-        BLOCK_M=bm, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=8, num_warps=4, num_stages=3)
+        DOT_PRECISION="ieee" if a.dtype == torch.float32 else "tf32", BLOCK_M=p["block_m"], **cfg)
 
 
 def _gemm_ref(inp, case):

@@ -90,7 +90,7 @@ def _neox_inputs(case, dtype, device, gen):
     return {"q": q, "k": k, "positions": positions, "cos_sin_cache": cache}
 
 
-def _neox_run(inp, case):
+def _neox_run(inp, case, num_warps=2):
     q, k, cache = inp["q"], inp["k"], inp["cos_sin_cache"]
     half = cache.shape[1] // 2
     T, hq, _ = q.shape
@@ -98,7 +98,7 @@ def _neox_run(inp, case):
     _rope_neox_kernel[(T,)](q, k, inp["positions"], cache, q.stride(0), q.stride(1), k.stride(0),
                             k.stride(1), cache.stride(0), hq, hk, HALF=half,
                             BLOCK_R=triton.next_power_of_2(half), BLOCK_HQ=triton.next_power_of_2(hq),
-                            BLOCK_HK=triton.next_power_of_2(hk), num_warps=2)
+                            BLOCK_HK=triton.next_power_of_2(hk), num_warps=num_warps)
 
 
 def _neox_ref(inp, case):

@@ -1,0 +1,97 @@
+"""The benchmark scripts: configuration tuning checks every variant against the reference before
+timing it, the roofline's arithmetic, and one-line errors where no GPU or a bad flag is given."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import gpu_roofline  # noqa: E402
+
+
+def _script(name: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=timeout)
+
+
+def test_tune_checks_times_and_reports_rejected_configs(tmp_path):
+    out = tmp_path / "tune.json"
+    proc = _script("tune_configs.py", "--kernel", "causal_conv1d_prefill", "--case", "odd_dim200_varlen",
+                   "--dtype", "fp32", "--backend", "cpu_interp", "--device", "cpu",
+                   "--sweep", "BLOCK_M=8,3", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    status = {json.dumps(r["config"], sort_keys=True): r["status"] for r in data["rows"]}
+    assert status == {"{}": "pass", '{"BLOCK_M": 8}': "pass", '{"BLOCK_M": 3}': "error"}
+    timed = [r for r in data["rows"] if r["status"] == "pass"]
+    assert all(r["ms"] > 0 and r["GBps"] > 0 for r in timed)
+    assert "fastest first" in proc.stdout
+
+
+def test_tune_case_parameter_override_shapes_the_inputs(tmp_path):
+    """--param changes the case (here the alignment block the MoE inputs are sorted by) for every
+    variant, and the kernel must still match its reference."""
+    out = tmp_path / "tune.json"
+    proc = _script("tune_configs.py", "--kernel", "moe_fused_gemm", "--case", "odd_T37_E8_k2_gateup_N96_K80",
+                   "--dtype", "fp32", "--backend", "cpu_interp", "--device", "cpu",
+                   "--param", "block_m=32", "--sweep", "BLOCK_N=32", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert data["params"]["block_m"] == 32
+    assert [r["status"] for r in data["rows"]] == ["pass", "pass"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--kernel", "no_such_kernel"], "unknown kernel 'no_such_kernel'"),
+    (["--kernel", "rmsnorm", "--case", "nope"], "has no case 'nope'"),
+    (["--kernel", "rmsnorm", "--sweep", "BLOCK"], "is not KEY=V1[,V2...]"),
+    (["--kernel", "moe_fused_gemm", "--param", "nope=1"], "has no parameter 'nope'"),
+])
+def test_tune_bad_input_is_one_line_exit_2(args, says, tmp_path):
+    proc = _script("tune_configs.py", *args, "--device", "cpu", "--backend", "cpu_interp",
+                   "--out", str(tmp_path / "t.json"))
+    assert proc.returncode == 2
+    assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_roofline_needs_a_gpu_and_says_so(tmp_path):
+    proc = _script("gpu_roofline.py", "--out", str(tmp_path / "r.json"))
+    assert proc.returncode == 2
+    assert "needs a CUDA GPU" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r.json").exists()
+
+
+CEIL = {"copy_GBps": 3000.0, "matmul_bf16_TFLOPs": 800.0}
+
+
+def test_roofline_memory_class_verdicts():
+    # 300 MB in 125 us: 2400 GB/s = 80% of the copy ceiling, exactly the target
+    row = {"kernel": "k", "case": "c", "dtype": "bf16", "bytes": 300e6, "flops": 0, "day0_ms": 0.125}
+    gpu_roofline.judge(row, CEIL)
+    assert row["class"] == "memory" and row["of_roof"] == pytest.approx(0.8) and row["verdict"] == "meets"
+    slower = {**row, "day0_ms": 0.2}
+    gpu_roofline.judge(slower, CEIL)
+    assert slower["verdict"] == "misses" and "50% of copy BW" in slower["notes"]
+    beaten = {**row, "compile_ms": 0.1}  # fast enough for the roof, but Inductor is faster
+    gpu_roofline.judge(beaten, CEIL)
+    assert beaten["verdict"] == "misses" and "1.25x torch.compile" in beaten["notes"]
+
+
+def test_roofline_compute_class_and_microsecond_targets():
+    row = {"kernel": "k", "case": "c", "dtype": "bf16", "bytes": 1e6, "flops": 2 * 8192 ** 3, "day0_ms": 2.0}
+    gpu_roofline.judge(row, CEIL)
+    assert row["class"] == "compute"
+    assert row["TFLOPs"] == pytest.approx(2 * 8192 ** 3 / 2e-3 / 1e12)
+    assert row["verdict"] == ("meets" if row["TFLOPs"] / 800 >= 0.7 else "misses")
+    target = {"kernel": "fused_add_rmsnorm", "case": "qwen3_next_T8192_H2048", "dtype": "bf16",
+              "bytes": 100e6, "flops": 0, "day0_ms": 0.060}
+    gpu_roofline.judge(target, CEIL)
+    assert target["target_us"] == 50.7 and target["verdict"] == "misses"
+    assert "60.0 us vs the 50.7 us target" in target["notes"]

@@ -90,6 +90,12 @@ def test_roofline_compute_class_and_microsecond_targets():
     assert row["class"] == "compute"
     assert row["TFLOPs"] == pytest.approx(2 * 8192 ** 3 / 2e-3 / 1e12)
     assert row["verdict"] == ("meets" if row["TFLOPs"] / 800 >= 0.7 else "misses")
+    vs_torch = {**row, "torch_ms": 1.5}  # PyTorch takes 1.5 ms on the same shape: 75% of its rate
+    gpu_roofline.judge(vs_torch, CEIL)
+    assert vs_torch["verdict"] == "meets"
+    slow = {**row, "torch_ms": 1.2}
+    gpu_roofline.judge(slow, CEIL)
+    assert slow["verdict"] == "misses" and "60% of PyTorch's rate on this shape" in slow["notes"]
     target = {"kernel": "fused_add_rmsnorm", "case": "qwen3_next_T8192_H2048", "dtype": "bf16",
               "bytes": 100e6, "flops": 0, "day0_ms": 0.060}
     gpu_roofline.judge(target, CEIL)

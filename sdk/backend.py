@@ -168,6 +168,8 @@ class Backend(ABC):
     ignores_warps: ClassVar[bool] = True       # num_warps / num_stages are hints it ignores
     passes_tensors: ClassVar[bool] = False     # True: launch gets Triton's arguments as they are
                                                # (tensors unmapped, constexprs included), no to_device
+    registers_per_thread: ClassVar[int] = 32   # what a compiled kernel's `n_regs` says (host code
+                                               # sizing persistent grids divides by it)
     ttir_passes: ClassVar[tuple[str, ...]] = (  # Triton TTIR passes run before `lower`
         "inliner", "rewrite_tensor_pointer", "canonicalizer", "combine", "reorder_broadcast", "cse",
         "symbol_dce", "loop_unroll")

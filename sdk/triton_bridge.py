@@ -10,6 +10,8 @@ until Triton instantiates the compiler or driver.
 """
 from __future__ import annotations
 
+import functools
+
 import os
 import statistics
 import time
@@ -71,6 +73,28 @@ def lower_ttir(backend: Backend, mod: Any, metadata: dict, options: Any) -> byte
     return out if isinstance(out, bytes) else str(out).encode()
 
 
+@functools.lru_cache(maxsize=None)
+def _code_fingerprint(backend_cls: type) -> str:
+    """A digest of the Python sources of the backend's package and of the SDK's compile path, so
+    that Triton's on-disk cache never serves a kernel lowered by different code (an upgraded or
+    edited backend)."""
+    import hashlib
+    import sys
+    from pathlib import Path
+    digest = hashlib.sha256()
+    roots = [Path(__file__).parent / "ttir", Path(__file__)]
+    module = sys.modules.get(backend_cls.__module__)
+    if module is not None and getattr(module, "__file__", None):
+        roots.append(Path(module.__file__).parent)
+    for root in roots:
+        for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
+            try:
+                digest.update(path.read_bytes())
+            except OSError:
+                continue
+    return digest.hexdigest()[:16]
+
+
 def compiler_class(name: str) -> type[BaseBackend]:
     """A concrete `BaseBackend` for the day0 backend called `name` (resolved lazily)."""
 
@@ -88,7 +112,7 @@ def compiler_class(name: str) -> type[BaseBackend]:
 
         def hash(self) -> str:
             from . import __version__
-            return f"day0-{__version__}-{name}-{self.day0.target.arch}"
+            return f"day0-{__version__}-{name}-{self.day0.target.arch}-{_code_fingerprint(type(self.day0))}"
 
         def parse_options(self, opts: dict) -> Any:
             return self.day0.parse_options(dict(opts))
@@ -133,7 +157,7 @@ class _Utils:
     def load_binary(self, name: str, kernel: bytes, shared: int, device: int) -> tuple:
         # the module must not be None: Triton re-runs _init_handles (a new launcher, a new load)
         # before every launch while it is, because launch_metadata checks it
-        return name, _Pending(name, kernel), 0, 0, 1 << 30
+        return name, _Pending(name, kernel), self.backend.registers_per_thread, 0, 1 << 30
 
     def unload_module(self, module: Any) -> None:
         pass

@@ -414,3 +414,140 @@ def test_rand_matches_triton_interpreter_bit_exactly(tmp_path):
     ours, iours = torch.load(tmp_path / "ours.pt")
     assert torch.equal(iours, iref)
     assert torch.equal(ours, ref)
+
+
+# ------------------------------------------------------------------- raw pointers (pointer tables)
+@triton.jit
+def table_rows_kernel(table_ptr, out_ptr, N: tl.constexpr):
+    i = tl.program_id(0)
+    src = tl.load(table_ptr + i).to(tl.pointer_type(tl.float32))
+    tl.store(out_ptr + i * N + tl.arange(0, N), tl.load(src + tl.arange(0, N)) * 2)
+
+
+@triton.jit
+def table_gather_kernel(table_ptr, out_ptr, N: tl.constexpr, R: tl.constexpr):
+    rows = tl.arange(0, R)
+    srcs = tl.load(table_ptr + rows).to(tl.pointer_type(tl.float32))  # one load over R tensors
+    x = tl.load(srcs[:, None] + tl.arange(0, N)[None, :])
+    tl.store(out_ptr + rows[:, None] * N + tl.arange(0, N)[None, :], x)
+
+
+@triton.jit
+def table_scatter_kernel(pp_ptr, val_ptr, N: tl.constexpr):
+    i = tl.program_id(0)
+    table = pp_ptr.to(tl.pointer_type(tl.pointer_type(tl.float32)))  # a pointer to pointers
+    dst = tl.load(table + i)
+    offs = tl.arange(0, N)
+    v = tl.load(val_ptr + i * N + offs)
+    tl.store(dst + offs, v)
+    tl.atomic_add(dst + offs, v)  # through the table too: each row ends at 2 * v
+
+
+def _table(ts):
+    return torch.tensor([t.data_ptr() for t in ts], dtype=torch.int64)
+
+
+def test_pointer_table_reaches_tensors_that_are_not_arguments():
+    """Each program, and one load's lanes, may address a different tensor, as on a GPU."""
+    gen = torch.Generator().manual_seed(11)
+    ts = [torch.randn(16, generator=gen) for _ in range(3)]
+    big = torch.randn(1 << 20, generator=gen)  # an allocation of its own, far from the others
+    ts.append(big[5000:5016])
+    out = torch.full((4, 16), float("nan"))
+    table_rows_kernel[(4,)](_table(ts), out, N=16)
+    assert torch.equal(out, torch.stack(ts) * 2)
+    out = torch.full((4, 16), float("nan"))
+    table_gather_kernel[(1,)](_table(ts), out, N=16, R=4)
+    assert torch.equal(out, torch.stack(ts))
+
+
+def test_pointer_to_pointers_stores_and_atomics():
+    gen = torch.Generator().manual_seed(12)
+    dsts = [torch.full((8,), float("nan")) for _ in range(3)]
+    vals = torch.randn(3, 8, generator=gen)
+    table = _table(dsts)
+    table_scatter_kernel[(3,)](table.data_ptr(), vals, N=8)  # the table itself passed as an address
+    for d, v in zip(dsts, vals):
+        assert torch.equal(d, 2 * v)
+
+
+def test_raw_pointer_to_unmapped_memory_is_a_clean_fault():
+    out = torch.full((1, 16), float("nan"))
+    with pytest.raises(KernelFault) as info:
+        table_rows_kernel[(1,)](torch.tensor([16], dtype=torch.int64), out, N=16)  # address 0x10
+    msg = str(info.value)
+    assert "address 0x10 through a raw pointer" in msg and "no mapped memory" in msg, msg
+    assert f"{__file__}:{line_of(table_rows_kernel, 'tl.load(src')}" in msg, msg
+
+
+def test_registered_tensors_bound_raw_pointers_and_arguments_stay_strict():
+    from backends.cpu_interp import extra_tensors
+    gen = torch.Generator().manual_seed(13)
+    ts = [torch.randn(16, generator=gen), torch.randn(8, generator=gen)]  # the second is too short
+    out = torch.full((2, 16), float("nan"))
+    with extra_tensors(ts), pytest.raises(KernelFault) as info:
+        table_rows_kernel[(2,)](_table(ts), out, N=16)
+    assert "out-of-bounds load from 'extra[1]'" in str(info.value) and "program (1, 0, 0)" in str(info.value)
+    # the output is reached from an argument: it stays bounds-checked in a kernel with raw pointers
+    with pytest.raises(KernelFault) as info:
+        table_rows_kernel[(2,)](_table([ts[0], ts[0]]), torch.empty(20), N=16)
+    assert "out-of-bounds store to 'out_ptr'" in str(info.value)
+
+
+# ------------------------------------------------------------------ print, barrier, hints, occupancy
+@triton.jit
+def print_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.device_print("total", tl.sum(x, 0))
+    tl.device_print("small", offs < 2, offs)
+
+
+def test_device_print_shows_prefix_and_values(capfd):
+    print_kernel[(2,)](torch.tensor([1.5, 2.0, 4.0]), 3, BLOCK=4)
+    out = capfd.readouterr().out
+    for pid in ("(0, 0, 0)", "(1, 0, 0)"):
+        assert f"pid {pid} total: 7.5" in out, out
+        assert f"pid {pid} small: [ True  True False False] [0 1 2 3]" in out, out
+
+
+@triton.jit
+def barrier_hint_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    tl.assume(n > 0)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.debug_barrier()
+    tl.store(out_ptr + offs, x + 1, mask=offs < n)
+
+
+def test_barrier_and_hints_keep_results():
+    x = torch.randn(50, generator=torch.Generator().manual_seed(3))
+    out = torch.full_like(x, float("nan"))
+    barrier_hint_kernel[(4,)](x, out, 50, BLOCK=16)
+    assert torch.equal(out, x + 1)
+
+
+@triton.jit
+def persistent_softmax_kernel(out_ptr, in_ptr, n_rows, n_cols, BLOCK: tl.constexpr):
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        cols = tl.arange(0, BLOCK)
+        x = tl.load(in_ptr + row * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+        e = tl.exp(x - tl.max(x, 0))
+        tl.store(out_ptr + row * n_cols + cols, e / tl.sum(e, 0), mask=cols < n_cols)
+
+
+def test_host_code_sizing_a_persistent_grid_from_kernel_metadata():
+    """Host code that divides by a compiled kernel's n_regs and shared memory (as Triton's fused
+    softmax tutorial does) gets device-like, non-zero figures."""
+    from triton.runtime import driver
+    props = driver.active.utils.get_device_properties(driver.active.get_current_device())
+    x = torch.randn(37, 100, generator=torch.Generator().manual_seed(4))
+    y = torch.full_like(x, float("nan"))
+    kernel = persistent_softmax_kernel.warmup(y, x, 37, 100, BLOCK=128, num_warps=4, grid=(1,))
+    kernel._init_handles()
+    assert kernel.n_regs > 0 and kernel.metadata.shared == 128 * 4
+    occupancy = min(props["max_num_regs"] // (kernel.n_regs * props["warpSize"] * 4),
+                    props["max_shared_mem"] // kernel.metadata.shared)
+    kernel[(min(props["multiprocessor_count"] * occupancy, 37), 1, 1)](y, x, 37, 100, 128)
+    torch.testing.assert_close(y, torch.softmax(x, -1))

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from sdk.backend import Backend, DeviceArg, KernelInfo, LoweringTable, Options, Target
+from sdk.backend import Artifact, Backend, DeviceArg, KernelInfo, LoweringTable, Options, Target
 from sdk.numerics import TORCH_TO_TTIR
-from sdk.ttir import Module, parse
+from sdk.ttir import Module, TensorType, parse
 
 from .interp import Program
 from .ops import TABLE
@@ -30,9 +30,9 @@ class CpuInterpBackend(Backend):
     def lowering_table(self) -> LoweringTable:
         return TABLE
 
-    def lower(self, module: Module, options: Options) -> bytes:
+    def lower(self, module: Module, options: Options) -> Artifact:
         Program(module, self.lowering)  # builds every op once: a bad attribute fails at compile time
-        return module.text.encode()
+        return Artifact(module.text.encode(), {"shared": scratch_bytes(module)})
 
     def load(self, artifact: bytes, kernel: KernelInfo) -> Program:
         """Parsed and compiled once per artifact (Triton may ask again for the same kernel)."""
@@ -58,6 +58,32 @@ class CpuInterpBackend(Backend):
     def launch(self, kernel: Program, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
         extra = [self.to_device(t, f"extra[{k}]") for k, t in enumerate(_EXTRA.get())]
         kernel.run(grid, args, extra)
+
+
+#: ops a GPU stages through on-chip shared memory (cross-thread data movement)
+_STAGED = frozenset({"tt.reduce", "tt.scan", "tt.dot", "tt.dot_scaled", "tt.trans", "tt.gather",
+                     "tt.histogram", "tt.join", "tt.split", "tt.cat", "tt.reshape"})
+
+
+def scratch_bytes(module: Module, limit: int = 1 << 20) -> int:
+    """The shared memory a GPU-like target would stage for this kernel: the largest tensor
+    operand bytes of any op that moves data across threads (capped at `limit`). cpu_interp needs
+    none, but reports this as the kernel's `metadata.shared` so that host code which sizes
+    persistent grids from it (max_shared_mem // shared) behaves as it would on a device."""
+    from sdk.numerics import numpy_dtype
+    need = 0
+    for op in module.walk():
+        if op.name not in _STAGED:
+            continue
+        for v in op.operands:
+            t = v.type
+            if isinstance(t, TensorType):
+                try:
+                    size = numpy_dtype(str(t.element)).itemsize
+                except Exception:  # pointers and the like
+                    size = 8
+                need = max(need, int(np.prod(t.shape, dtype=np.int64)) * size)
+    return min(need, limit)
 
 
 _EXTRA: contextvars.ContextVar[tuple] = contextvars.ContextVar("day0_cpu_interp_extra", default=())

@@ -20,6 +20,7 @@ from sdk.numerics import numpy_dtype
 from sdk.ttir import Block, Func, Module, Op, PointerType, Region, ScalarType, TensorType
 
 from .memory import Memory
+from .provenance import mark_raw_pointers
 
 TERMINATORS = frozenset({"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition",
                          "cf.br", "cf.cond_br"})
@@ -101,6 +102,7 @@ class Program:
         self.serial = False           # one program at a time (spin locks)
         self.unaligned = False        # pointers may be re-typed: check alignment on access
         self.max_numel = 1
+        mark_raw_pointers(module)
         for name, func in module.funcs.items():
             self._compile_func(name, func)
         self.entry = module.entry
@@ -244,7 +246,8 @@ class Program:
             return
         flags = {"check_uninit": _env_flag("DAY0_CHECK_UNINIT"), "check_races": _env_flag("DAY0_CHECK_RACES"),
                  **self.flags}
-        mem = Memory([a for a in args if isinstance(a, DeviceArg)] + list(extra), flags, self.unaligned)
+        mem = Memory([a for a in args if isinstance(a, DeviceArg)] + list(extra), flags, self.unaligned,
+                     raw_strict=bool(extra))
         values = []
         for v, a in zip(func.args, args):
             if isinstance(a, DeviceArg):

@@ -2,12 +2,17 @@
 
 Every access is checked on its masked-on lanes: all addresses must fall inside one tensor argument
 (from its first element to the end of its storage), else a KernelFault names the argument, the
-element/byte range, the program and the kernel source line. Optional checks (flags):
+element/byte range, the program and the kernel source line. Accesses through raw pointers (made
+from integers or loaded from pointer tables; see provenance.py) may reach several tensors at once
+and tensors registered with `extra_tensors`; where none are registered, any memory the process has
+mapped too (checked against the OS's map, so a bad address is a KernelFault, not a crash). Optional checks (flags):
   check_uninit  reads of memory in output tensors (those this launch writes) that were not yet written
   check_races   two programs writing one address in one launch without atomics
 """
 from __future__ import annotations
 
+import ctypes
+import sys
 from typing import Any
 
 import numpy as np
@@ -85,8 +90,9 @@ class Ptrs:
 
 
 class Memory:
-    def __init__(self, args: list[DeviceArg], flags: dict, unaligned: bool = False):
+    def __init__(self, args: list[DeviceArg], flags: dict, unaligned: bool = False, raw_strict: bool = False):
         self.args = sorted(args, key=lambda a: a.address)
+        self.raw_strict = raw_strict  # raw pointers too must stay inside known tensors (extra_tensors given)
         self.flags = flags
         self.unaligned = unaligned
         self._views: dict[tuple[int, str], np.ndarray] = {}
@@ -95,6 +101,8 @@ class Memory:
         self.written: dict[int, np.ndarray] = {}
         self.writer: dict[int, np.ndarray] = {}
         self.uninit_reads: list[tuple[DeviceArg, int, int, str]] = []
+        self.foreign: dict[tuple[int, int], DeviceArg] = {}  # mapped memory reached by raw pointers
+        self._maps: list[tuple[int, int, str]] | None = None
 
     # ------------------------------------------------------------------------- addressing
     def view(self, arg: DeviceArg, dt: np.dtype) -> np.ndarray:
@@ -117,27 +125,115 @@ class Memory:
             return below[-1]
         return self.args[0] if self.args else None
 
-    def resolve(self, ctx, op, addr: np.ndarray, m: np.ndarray | None, width: int, what: str):
-        """(arg, element index array) for the addresses; masked-off lanes get index 0."""
-        if m is None:
-            a0 = int(addr.flat[0])
-        else:
-            a0 = int(addr.flat[int(np.argmax(m))])
+    def _single(self, addr: np.ndarray, m: np.ndarray | None, width: int):
+        """(arg, byte offsets) when every live address lies in the argument of the first live
+        lane; masked-off lanes get offset 0. None otherwise."""
+        a0 = int(addr.flat[0]) if m is None else int(addr.flat[int(np.argmax(m))])
         arg = self.find(a0)
         if arg is None:
-            self._fault(ctx, op, addr, m, width, what, self.nearest(a0))
+            return None
         off = addr - arg.address
         if m is not None:
             off = np.where(m, off, 0)
-        lo, hi = int(off.min()), int(off.max())
-        if lo < 0 or hi + width > arg.nbytes:
-            self._fault(ctx, op, addr, m, width, what, arg)
+        if int(off.min()) < 0 or int(off.max()) + width > arg.nbytes:
+            return None
+        return arg, off
+
+    def resolve(self, ctx, op, addr: np.ndarray, m: np.ndarray | None, width: int, what: str):
+        """(arg, element index array) for the addresses; masked-off lanes get index 0."""
+        found = self._single(addr, m, width)
+        if found is None:
+            a0 = int(addr.flat[0]) if m is None else int(addr.flat[int(np.argmax(m))])
+            self._fault(ctx, op, addr, m, width, what, self.find(a0) or self.nearest(a0))
+        arg, off = found
         if width > 1:
             if self.unaligned and (off & (width - 1)).any():
                 raise KernelFault(f"misaligned {what} of '{arg.name}' ({width}-byte elements) at "
                                   f"{_where(op)}")
             off >>= (width.bit_length() - 1)
         return arg, off
+
+    def locate(self, ctx, op, addr: np.ndarray, m: np.ndarray | None, width: int, what: str):
+        """[(arg, lanes, element indices)] covering every live lane; `lanes` is None when the one
+        part holds them all (then masked-off lanes have index 0)."""
+        if not op.__dict__.get("raw_ptr") or self._single(addr, m, width) is not None:
+            arg, idx = self.resolve(ctx, op, addr, m, width, what)
+            return [(arg, None, idx)]
+        live = np.ones(addr.shape, bool) if m is None else np.broadcast_to(m, addr.shape)
+        a = addr[live].astype(np.int64)
+        owner = self._owners(a, width)
+        lost = owner < 0
+        if lost.any():
+            if self.raw_strict:
+                bad = int(a[lost][0])
+                self._fault(ctx, op, addr, live & (addr == bad), width, what, self.find(bad) or self.nearest(bad))
+            self._map_foreign(ctx, op, addr, live, a[lost], width, what)
+            owner = self._owners(a, width)
+        regions = self.args + list(self.foreign.values())
+        parts = []
+        for k in np.unique(owner):
+            arg = regions[int(k)]
+            mine = owner == k
+            sel = np.zeros(addr.shape, bool)
+            sel[live] = mine
+            off = a[mine] - arg.address
+            if width > 1 and (off % width).any():
+                raise KernelFault(f"misaligned {what} of '{arg.name}' ({width}-byte elements) at {_where(op)}")
+            idx = np.zeros(addr.shape, np.int64)
+            idx[sel] = off // width
+            parts.append((arg, sel, idx))
+        return parts
+
+    def _owners(self, a: np.ndarray, width: int) -> np.ndarray:
+        """Index into args + foreign regions of the first region holding each address (-1: none),
+        element-aligned with that region's start."""
+        owner = np.full(a.shape, -1, np.int64)
+        for k, r in enumerate(self.args + list(self.foreign.values())):
+            hit = (owner < 0) & (a >= r.address) & (a + width <= r.address + r.nbytes)
+            if width > 1:
+                hit &= (a - r.address) % width == 0
+            owner[hit] = k
+        return owner
+
+    def _map_foreign(self, ctx, op, addr, live, a: np.ndarray, width: int, what: str) -> None:
+        """Make mapped memory at addresses outside every known tensor addressable, one region per
+        cluster of nearby addresses (and per alignment class); fault on unmapped ones."""
+        write = what != "load from"
+        for residue in np.unique(a % max(width, 1)):
+            u = np.unique(a[a % max(width, 1) == residue])
+            breaks = np.nonzero(np.diff(u) > (1 << 16))[0] + 1
+            for cluster in np.split(u, breaks):
+                lo, hi = int(cluster[0]), int(cluster[-1]) + width
+                if not self._mapped(lo, hi, write):
+                    bad = next(int(x) for x in cluster if not self._mapped(int(x), int(x) + width, write))
+                    lane = int(np.argmax((addr == bad) & live))
+                    per_prog = int(np.prod(addr.shape[1:], dtype=np.int64))
+                    pid = ctx.pid_of(lane // max(1, per_prog) if addr.shape[0] > 1 else 0) if ctx else (0, 0, 0)
+                    access = "writable " if write else ""
+                    raise KernelFault(
+                        f"{what} address {bad:#x} through a raw pointer in program {pid}: the address is in "
+                        f"no tensor argument and in no {access}mapped memory, at {_where(op)} (tensors a "
+                        f"pointer table addresses can be registered with backends.cpu_interp.extra_tensors "
+                        f"to have their bounds checked)")
+                buf = np.ctypeslib.as_array((ctypes.c_uint8 * (hi - lo)).from_address(lo))
+                self.foreign[(lo, hi)] = DeviceArg(f"memory at {lo:#x}", lo, hi - lo, "", buf)
+
+    def _mapped(self, lo: int, hi: int, write: bool) -> bool:
+        """Whether [lo, hi) lies in readable (and writable) mappings of this process."""
+        for attempt in range(2):
+            if self._maps is None or attempt:
+                self._maps = _process_maps()
+            pos = lo
+            for start, end, perms in self._maps:
+                if start <= pos < end:
+                    if "r" not in perms or (write and "w" not in perms):
+                        break
+                    pos = end
+                    if pos >= hi:
+                        return True
+            if pos >= hi:
+                return True
+        return False
 
     def _fault(self, ctx, op, addr, m, width, what, arg):
         live = addr if m is None else np.where(m, addr, 0)
@@ -249,10 +345,18 @@ class Memory:
         cdt = compute_dtype(elem)
         if m is not None and not m.any():
             return _fill(other, shape, cdt)
-        arg, idx = self.resolve(ctx, op, addr, m, w, "load from")
-        raw = self.view(arg, dt)[idx]
-        if self.check_uninit:
-            self._note_read(ctx, op, arg, idx, w, m)
+        parts = self.locate(ctx, op, addr, m, w, "load from")
+        if len(parts) == 1 and parts[0][1] is None:
+            arg, _, idx = parts[0]
+            raw = self.view(arg, dt)[idx]
+            if self.check_uninit:
+                self._note_read(ctx, op, arg, idx, w, m)
+        else:
+            raw = np.zeros(shape, dt)
+            for arg, sel, idx in parts:
+                raw[sel] = self.view(arg, dt)[idx[sel]]
+                if self.check_uninit:
+                    self._note_read(ctx, op, arg, idx, w, sel)
         vals = from_raw(elem, raw)
         if m is None:
             return vals
@@ -268,19 +372,18 @@ class Memory:
         m = _live(ctx, mask, shape)
         if m is not None and not m.any():
             return
-        arg, idx = self.resolve(ctx, op, addr, m, w, "store to")
-        raw = to_raw(elem, val)
-        view = self.view(arg, dt)
-        if m is None:
+        raw = np.broadcast_to(to_raw(elem, val), shape)
+        for arg, sel, idx in self.locate(ctx, op, addr, m, w, "store to"):
+            lanes = m if sel is None else sel
+            view = self.view(arg, dt)
             if self.check_races:
-                self._note_write(ctx, op, arg, idx, w, None, shape)
-            view[idx] = np.broadcast_to(raw, shape)
-        else:
-            if self.check_races:
-                self._note_write(ctx, op, arg, idx, w, m, shape)
-            view[idx[m]] = np.broadcast_to(raw, shape)[m]
-        if self.check_uninit:
-            self._mark_written(arg, idx if m is None else idx[m], w)
+                self._note_write(ctx, op, arg, idx, w, lanes, shape)
+            if lanes is None:
+                view[idx] = raw
+            else:
+                view[idx[lanes]] = raw[lanes]
+            if self.check_uninit:
+                self._mark_written(arg, idx if lanes is None else idx[lanes], w)
 
     def atomic(self, ctx, op, kind: str, ptr, val, mask, elem: str, cmp=None) -> np.ndarray:
         """Read-modify-write on every live lane, lanes in program order (a serial order)."""
@@ -296,7 +399,15 @@ class Memory:
         out = np.zeros(shape, cdt)
         if m is not None and not m.any():
             return out
-        arg, idx = self.resolve(ctx, op, addr, m, w, "atomic on")
+        for arg, sel, idx in self.locate(ctx, op, addr, m, w, "atomic on"):
+            self._atomic_part(op, kind, arg, idx, m if sel is None else sel, val, cmp, elem, shape, out)
+        return out
+
+    def _atomic_part(self, op, kind, arg, idx, m, val, cmp, elem, shape, out) -> None:
+        """The atomic on the lanes `m` (None: all) whose memory is `arg`; old values into `out`."""
+        dt = numpy_dtype(elem)
+        w = dt.itemsize
+        cdt = compute_dtype(elem)
         view = self.view(arg, dt)
         sel = np.ones(shape, bool) if m is None else m
         lanes = np.nonzero(sel.ravel())[0]
@@ -315,7 +426,7 @@ class Memory:
                 ufunc.at(tgt, fidx, _unsigned(v) if kind in ("umax", "umin") else v)
             if self.check_uninit:
                 self._mark_written(arg, fidx, w)
-            return out
+            return
         if plain and kind == "add" and cdt.kind in "iu" and len(lanes) > 64:
             # integer add: old value = initial + the sum of earlier lanes on the same address
             order = np.argsort(fidx, kind="stable")
@@ -332,7 +443,7 @@ class Memory:
             out.ravel()[lanes] = old
             if self.check_uninit:
                 self._mark_written(arg, fidx, w)
-            return out
+            return
         old = np.empty(len(lanes), cdt)
         for rnd in _rounds(fidx):
             ix = fidx[rnd]
@@ -348,7 +459,6 @@ class Memory:
         out.ravel()[lanes] = old
         if self.check_uninit:
             self._mark_written(arg, fidx, w)
-        return out
 
     # ------------------------------------------------------------------------ bookkeeping
     def _mark_written(self, arg, idx, w):
@@ -391,6 +501,21 @@ class Memory:
             if id(arg) in self.written:
                 raise KernelFault(f"read of uninitialised memory in output '{arg.name}': elements [{lo}, {hi}) "
                                   f"were read before this launch wrote them, at {loc}")
+
+
+def _process_maps() -> list[tuple[int, int, str]]:
+    """(start, end, permissions) of this process's memory mappings, sorted (empty where the OS
+    does not say: then raw pointers reach only known tensors)."""
+    if not sys.platform.startswith("linux"):
+        return []
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            span, perms = line.split()[:2]
+            start, end = span.split("-")
+            out.append((int(start, 16), int(end, 16), perms))
+    out.sort()
+    return out
 
 
 def _pid3(ctx, linear: int) -> tuple[int, int, int]:

@@ -18,7 +18,8 @@ def _pointee(t) -> str:
     e = t.element
     if isinstance(e, PointerType):
         p = e.pointee
-        return str(p.element if isinstance(p, TensorType) else p)
+        p = p.element if isinstance(p, TensorType) else p
+        return "i64" if isinstance(p, PointerType) else str(p)  # a pointer table holds 64-bit addresses
     if isinstance(t, TensorDescType):
         return str(t.block.element)
     return str(e)

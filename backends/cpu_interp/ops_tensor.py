@@ -285,15 +285,33 @@ def _assert(ctx, op, cond, *rest):
                           + (f" ({msg})" if msg else ""))
 
 
+@rule("gpu.barrier")
+@rule("ttg.barrier")
+@rule("llvm.intr.assume")
+def _no_effect(ctx, op, *args):
+    """A barrier between the threads of one program, and an optimisation hint: every op here
+    already acts on a whole program's block at once, and no hint changes a result."""
+    return None
+
+
 @rule("tt.print")
 def _print(ctx, op, *vals):
-    from .interp import where
-    prefix = op.attrs.get("prefix", "")
+    prefix = str(op.attrs.get("prefix", ""))
+    hexa = bool(op.attrs.get("hex", False))
     for lane in range(ctx.P):
         if ctx.active is not None and not ctx.active[lane]:
             continue
         parts = [np.asarray(v)[lane if np.shape(v)[0] > 1 else 0] for v in vals]
-        text = " ".join(np.array2string(np.asarray(p), threshold=64) for p in parts)
-        print(f"pid {ctx.pid_of(lane)} {prefix}{text}" if prefix else f"pid {ctx.pid_of(lane)} "
-              f"[{op.loc}] {text}", file=sys.stdout)
+        text = " ".join(_printable(p, hexa) for p in parts)
+        if prefix.strip():
+            print(f"pid {ctx.pid_of(lane)}{prefix}{text}", file=sys.stdout)
+        else:
+            print(f"pid {ctx.pid_of(lane)} [{op.loc}] {text}", file=sys.stdout)
     sys.stdout.flush()
+
+
+def _printable(x: np.ndarray, hexa: bool) -> str:
+    x = np.asarray(x)
+    if hexa and x.dtype.kind in "iub":
+        return np.array2string(x, threshold=64, formatter={"int": lambda v: hex(int(v))}) if x.ndim else hex(int(x))
+    return np.array2string(x, threshold=64) if x.ndim else str(x.item())

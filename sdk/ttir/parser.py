@@ -330,6 +330,9 @@ class _Parser:
         return colon, _types_of(ins), _types_of(outs) or arrow_types
 
     def _interpret_custom(self, op: Op, toks: list[Token], line: int) -> None:
+        if op.name == "tt.print":  # `tt.print "prefix" {attrs} : %a, %b : type, type`
+            self._print_op(op, toks, line)
+            return
         colon, ins, outs = self._signature(toks)
         head = toks[:colon] if colon >= 0 else toks
         keywords: list[str] = []
@@ -363,6 +366,16 @@ class _Parser:
             if isinstance(block, TensorType):
                 op.attrs["__result_types"] = [TensorDescType(block)]
         self._normalise(op, keywords, ins)
+
+    def _print_op(self, op: Op, toks: list[Token], line: int) -> None:
+        colons = [k for k, t in enumerate(toks) if t.text == ":"]
+        for t in toks[:colons[0] if colons else len(toks)]:
+            if t.kind == "str":
+                op.attrs["prefix"] = _literal(t, None)
+        if colons:
+            end = colons[1] if len(colons) > 1 else len(toks)
+            op.operands.extend(self.lookup(t.text, line) for t in toks[colons[0] + 1:end] if t.kind == "value")
+        op.attrs["__result_types"] = []
 
     def _result_types(self, op: Op, ins: list[Type], outs: list[Type], keywords: list[str]) -> list[Type]:
         n = op.name

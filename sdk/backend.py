@@ -80,6 +80,20 @@ class DeviceArg:
 
 
 @dataclass(frozen=True)
+class TensorDescArg:
+    """A host tensor descriptor argument (`triton.tools.tensor_descriptor.TensorDescriptor`).
+    Triton's frontend expands such a parameter into the descriptor, then its shape (i32 each) and
+    its strides (i64 each); `launch` receives this in the descriptor's place, followed by those
+    integers, so arguments line up with the kernel's TTIR parameters."""
+
+    base: DeviceArg                  # the tensor the descriptor reads and writes
+    shape: tuple[int, ...]           # elements per dimension
+    strides: tuple[int, ...]         # elements between neighbours per dimension
+    block_shape: tuple[int, ...]     # the tile one load or store moves
+    padding: str = "zero"            # what out-of-bounds loads read: "zero" or "nan"
+
+
+@dataclass(frozen=True)
 class Artifact:
     """What `lower` may return instead of plain bytes: the bytes plus metadata for Triton
     (e.g. {"shared": 4096, "name": "kernel"})."""

@@ -22,7 +22,7 @@ from typing import Any
 from triton.backends.compiler import BaseBackend, GPUTarget
 from triton.backends.driver import DriverBase
 
-from .backend import Artifact, Backend, KernelInfo, check_lowering, get_backend
+from .backend import Artifact, Backend, KernelInfo, TensorDescArg, check_lowering, get_backend
 from .errors import BackendUnavailable
 
 _CPP_TYPES = {"i1": "int8_t", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
@@ -235,6 +235,13 @@ class _Launcher:
                 dev = self.backend.to_device(value, pname)
                 mapped.append(dev)
                 writeback.append((dev, value))
+            elif ty.startswith("tensordesc") and hasattr(value, "block_shape"):
+                dev = self.backend.to_device(value.base, pname)
+                writeback.append((dev, value.base))
+                shape, strides = tuple(int(n) for n in value.shape), tuple(int(n) for n in value.strides)
+                mapped.append(TensorDescArg(dev, shape, strides, tuple(int(n) for n in value.block_shape),
+                                            str(getattr(value, "padding", "zero"))))
+                mapped.extend(shape + strides)
             else:
                 mapped.append(value)
         try:

@@ -551,3 +551,82 @@ def test_host_code_sizing_a_persistent_grid_from_kernel_metadata():
                     props["max_shared_mem"] // kernel.metadata.shared)
     kernel[(min(props["multiprocessor_count"] * occupancy, 37), 1, 1)](y, x, 37, 100, 128)
     torch.testing.assert_close(y, torch.softmax(x, -1))
+
+
+# ------------------------------------------------------------------------ host tensor descriptors
+@triton.jit
+def host_desc_kernel(in_desc, out_desc, BM: tl.constexpr, BN: tl.constexpr):
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    x = in_desc.load([pm * BM, pn * BN])
+    out_desc.store([pm * BM, pn * BN], x * 2)
+
+
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+def test_host_tensor_descriptors(padding):
+    """TensorDescriptor arguments built on the host: edge tiles are clipped on store; loads past
+    the edge read the padding (seen here through a wider output)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    x = torch.randn(37, 20, generator=torch.Generator().manual_seed(5))
+    y = torch.full((37, 20), float("inf"))
+    host_desc_kernel[(3, 2)](TensorDescriptor(x, x.shape, x.stride(), [16, 16], padding=padding),
+                             TensorDescriptor.from_tensor(y, [16, 16]), BM=16, BN=16)
+    assert torch.equal(y, x * 2)
+    wide = torch.full((48, 32), 7.0)  # the output descriptor covers whole tiles
+    host_desc_kernel[(3, 2)](TensorDescriptor(x, x.shape, x.stride(), [16, 16], padding=padding),
+                             TensorDescriptor.from_tensor(wide, [16, 16]), BM=16, BN=16)
+    assert torch.equal(wide[:37, :20], x * 2)
+    edge = torch.cat([wide[37:, :].flatten(), wide[:, 20:].flatten()])
+    assert (edge.isnan().all() if padding == "nan" else (edge == 0).all()), edge
+
+
+# ------------------------------------------------------------- programs that wait on each other
+@triton.jit
+def wait_on_later_kernel(flags_ptr, part_ptr, out_ptr):
+    pid = tl.program_id(0)
+    if pid == 2:  # the last program produces, the first waits for it (stream-K fix-up order)
+        tl.store(part_ptr, 41.0)
+        tl.atomic_xchg(flags_ptr, 1)
+    if pid == 0:
+        while tl.atomic_cas(flags_ptr, 1, 1) != 1:
+            pass
+        tl.store(out_ptr, tl.load(part_ptr) + 1.0)
+
+
+@triton.jit
+def volatile_chain_kernel(flags_ptr, vals_ptr):
+    pid = tl.program_id(0)
+    prev = 0.0
+    if pid > 0:  # program p waits for p - 1 through a volatile load (no atomic in the loop)
+        while tl.load(flags_ptr + pid - 1, volatile=True) == 0:
+            pass
+        prev = tl.load(vals_ptr + pid - 1, volatile=True)
+    tl.store(vals_ptr + pid, prev + pid)
+    tl.atomic_xchg(flags_ptr + pid, 1)
+
+
+@triton.jit
+def deadlock_kernel(flags_ptr, out_ptr):
+    pid = tl.program_id(0)
+    while tl.atomic_add(flags_ptr + 1 - pid, 0) == 0:  # each waits for the other
+        pass
+    tl.store(out_ptr + pid, 1.0)
+
+
+def test_a_program_may_wait_on_a_later_one():
+    out = torch.full((1,), float("nan"))
+    wait_on_later_kernel[(3,)](torch.zeros(1, dtype=torch.int32), torch.zeros(1), out)
+    assert out.item() == 42.0
+
+
+def test_volatile_spin_waits_complete():
+    vals = torch.full((6,), float("nan"))
+    volatile_chain_kernel[(6,)](torch.zeros(6, dtype=torch.int32), vals)
+    assert torch.equal(vals, torch.cumsum(torch.arange(6.0), 0))
+
+
+def test_programs_waiting_on_each_other_is_a_clean_fault():
+    with pytest.raises(KernelFault) as info:
+        deadlock_kernel[(2,)](torch.zeros(2, dtype=torch.int32), torch.zeros(2))
+    msg = str(info.value)
+    assert "programs [0, 1]" in msg and "wait on each other forever" in msg, msg
+    assert f"{__file__}:{line_of(deadlock_kernel, 'while tl.atomic_add')}" in msg, msg

@@ -120,6 +120,7 @@ def _while(ctx, op, *init):
                 if not c.any():
                     return fwd
                 vals = ctx.run(after, fwd)
+                _spin(ctx, op)
                 continue
             cp = np.broadcast_to(c, (ctx.P,))
             cur = np.ones(ctx.P, bool) if act is None else act
@@ -133,6 +134,13 @@ def _while(ctx, op, *init):
             vals = ctx.run(after, fwd)
     finally:
         ctx.active = outer
+
+
+def _spin(ctx, op) -> None:
+    """In a spin loop of programs run one at a time: let the others progress now and then."""
+    if ctx.sched is not None and op.__dict__.get("spin"):
+        from .interp import where
+        ctx.sched.spin(int(ctx.program_ids()[0]), where(op))
 
 
 @rule("scf.execute_region")

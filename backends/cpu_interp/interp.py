@@ -14,12 +14,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sdk.backend import DeviceArg, LoweringTable
+from sdk.backend import DeviceArg, LoweringTable, TensorDescArg
 from sdk.errors import Day0Error, KernelFault
 from sdk.numerics import numpy_dtype
 from sdk.ttir import Block, Func, Module, Op, PointerType, Region, ScalarType, TensorType
 
+from .cooperative import Cooperative
 from .memory import Memory
+from .ops_memory import host_descriptor
 from .provenance import mark_raw_pointers
 
 TERMINATORS = frozenset({"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition",
@@ -56,6 +58,7 @@ class Ctx:
         self.active: np.ndarray | None = None  # bool (P,) where control flow diverged, else None
         self.env: list = []
         self.flags = program.flags
+        self.sched = None               # the Cooperative scheduler, where programs run one at a time
 
     # ----------------------------------------------------------------------------- masks
     def lanes(self, ndim: int) -> np.ndarray | None:
@@ -147,9 +150,11 @@ class Program:
                     self.max_numel = max(self.max_numel, int(np.prod(t.shape, dtype=np.int64)))
             for reg in op.regions:
                 self._compile_region(reg)
-            if op.name == "scf.while" and any(o.name in ("tt.atomic_cas", "tt.atomic_rmw")
+            if op.name == "scf.while" and any(o.name in ("tt.atomic_cas", "tt.atomic_rmw") or
+                                                (o.name == "tt.load" and o.attrs.get("isVolatile"))
                                                 for reg in op.regions for o in _walk(reg)):
-                self.serial = True
+                self.serial = True  # a spin loop: programs wait on each other (cooperative.py)
+                op.__dict__["spin"] = True
             if op.name in ("tt.int_to_ptr", "tt.bitcast") and _has_ptr(op):
                 self.unaligned = True
             if op.name in TERMINATORS:
@@ -246,31 +251,44 @@ class Program:
             return
         flags = {"check_uninit": _env_flag("DAY0_CHECK_UNINIT"), "check_races": _env_flag("DAY0_CHECK_RACES"),
                  **self.flags}
-        mem = Memory([a for a in args if isinstance(a, DeviceArg)] + list(extra), flags, self.unaligned,
+        known = [a.base if isinstance(a, TensorDescArg) else a for a in args]
+        mem = Memory([a for a in known if isinstance(a, DeviceArg)] + list(extra), flags, self.unaligned,
                      raw_strict=bool(extra))
         values = []
         for v, a in zip(func.args, args):
             if isinstance(a, DeviceArg):
                 values.append(np.array([a.address], np.int64))
+            elif isinstance(a, TensorDescArg):
+                values.append(host_descriptor(a, v.type))
             elif isinstance(v.type, PointerType):
                 values.append(np.array([0 if a is None else int(a)], np.int64))
             elif isinstance(v.type, ScalarType):
                 values.append(_scalar_arg(a, str(v.type)))
             else:
                 values.append(a)
-        chunk = 1 if self.serial else max(1, min(total, ELEMENT_BUDGET // self.max_numel))
-        lin = np.arange(total, dtype=np.int64)
         consts = self.consts[func.name]
-        with np.errstate(all="ignore"):
-            for start in range(0, total, chunk):
-                ids = lin[start:start + chunk]
-                pids = ((ids % gx).astype(np.int32), ((ids // gx) % gy).astype(np.int32),
-                        (ids // (gx * gy)).astype(np.int32))
-                ctx = Ctx(self, (gx, gy, gz), pids, mem)
-                ctx.env = [None] * self.nslots[func.name]
-                for k, c in consts:
-                    ctx.env[k] = c
+
+        def start(ids: np.ndarray) -> Ctx:
+            pids = ((ids % gx).astype(np.int32), ((ids // gx) % gy).astype(np.int32),
+                    (ids // (gx * gy)).astype(np.int32))
+            ctx = Ctx(self, (gx, gy, gz), pids, mem)
+            ctx.env = [None] * self.nslots[func.name]
+            for k, c in consts:
+                ctx.env[k] = c
+            return ctx
+
+        if self.serial:
+            def run_one(pid: int, sched: Cooperative) -> None:
+                ctx = start(np.array([pid], np.int64))
+                ctx.sched = sched
                 self.run_region(ctx, func.body, values)
+            Cooperative(total, run_one, mem).run()
+        else:
+            chunk = max(1, min(total, ELEMENT_BUDGET // self.max_numel))
+            lin = np.arange(total, dtype=np.int64)
+            with np.errstate(all="ignore"):
+                for first in range(0, total, chunk):
+                    self.run_region(start(lin[first:first + chunk]), func.body, values)
         mem.finish()
 
 

@@ -101,6 +101,7 @@ class Memory:
         self.written: dict[int, np.ndarray] = {}
         self.writer: dict[int, np.ndarray] = {}
         self.uninit_reads: list[tuple[DeviceArg, int, int, str]] = []
+        self.version = 0  # bumped by every store and every atomic that changes memory
         self.foreign: dict[tuple[int, int], DeviceArg] = {}  # mapped memory reached by raw pointers
         self._maps: list[tuple[int, int, str]] | None = None
 
@@ -315,6 +316,7 @@ class Memory:
         plan = self._plan(ptr, dt.itemsize)
         if plan is None:
             return False
+        self.version += 1
         arg, bidx, off = plan
         view = self.view(arg, dt)
         raw = np.broadcast_to(to_raw(elem, val), shape)
@@ -373,6 +375,7 @@ class Memory:
         if m is not None and not m.any():
             return
         raw = np.broadcast_to(to_raw(elem, val), shape)
+        self.version += 1
         for arg, sel, idx in self.locate(ctx, op, addr, m, w, "store to"):
             lanes = m if sel is None else sel
             view = self.view(arg, dt)
@@ -418,6 +421,7 @@ class Memory:
         if plain and not op.__dict__.get("result_used", True):
             # nobody reads the old values: apply every lane in lane (= program) order
             ufunc = _AT[kind]
+            self.version += 1
             tgt = _unsigned(view) if kind in ("umax", "umin") else view
             v = fval.astype(view.dtype, copy=False)
             if kind == "exch":
@@ -436,6 +440,7 @@ class Memory:
             seg = np.maximum.accumulate(np.where(start, np.arange(len(s_idx)), 0))
             excl = csum - s_val - (csum[seg] - s_val[seg])
             init = view[s_idx]
+            self.version += bool(fval.any())
             old_sorted = (init + excl).astype(cdt)
             old = np.empty(len(lanes), cdt)
             old[order] = old_sorted
@@ -455,6 +460,8 @@ class Memory:
                 new_raw = np.where(hit, to_raw(elem, fval[rnd]), raw_cur)
             else:
                 new_raw = to_raw(elem, _combine(kind, cur, fval[rnd], elem))
+            if (_bits(new_raw) != _bits(raw_cur)).any():
+                self.version += 1
             view[ix] = new_raw
         out.ravel()[lanes] = old
         if self.check_uninit:

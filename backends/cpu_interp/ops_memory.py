@@ -144,10 +144,11 @@ def _store(ctx, op, ptr, val, mask=None):
 class TensorDesc:
     """A `tt.make_tensor_descriptor` value (or a host TensorDescriptor argument)."""
 
-    __slots__ = ("base", "shape", "strides", "block", "elem")
+    __slots__ = ("base", "shape", "strides", "block", "elem", "padding")
 
-    def __init__(self, base, shape, strides, block, elem):
+    def __init__(self, base, shape, strides, block, elem, padding="zero"):
         self.base, self.shape, self.strides, self.block, self.elem = base, shape, strides, block, elem
+        self.padding = padding
 
     def at(self, offsets) -> BlockPtr:
         return BlockPtr(self.base, self.shape, self.strides, list(offsets), self.block, self.elem)
@@ -165,6 +166,17 @@ def _make_desc(ctx, op, base, *rest):
                       [np.asarray(s, np.int64) for s in rest[nd:2 * nd]], block, elem)
 
 
+def host_descriptor(arg, ty) -> TensorDesc:
+    """A host TensorDescriptor argument (sdk.backend.TensorDescArg) as the kernel's descriptor value."""
+    blk = ty.block
+    if not isinstance(blk, TensorType):
+        from sdk.ttir.types import parse_type
+        blk = parse_type(f"tensor<{blk}>")
+    one = lambda n: np.array([n], np.int64)
+    return TensorDesc(one(arg.base.address), [one(n) for n in arg.shape], [one(n) for n in arg.strides],
+                      tuple(blk.shape), str(blk.element), arg.padding)
+
+
 def _desc_view(desc: TensorDesc, offsets, result_shape):
     bp = desc.at(offsets[-len(desc.block):] if len(offsets) >= len(desc.block) else offsets)
     return bp, list(range(len(desc.block)))
@@ -174,7 +186,8 @@ def _desc_view(desc: TensorDesc, offsets, result_shape):
 def _desc_load(ctx, op, desc, *offsets):
     bp, dims = _desc_view(desc, offsets, op.result.type.shape)
     addr, m = bp.addresses(dims)
-    out = ctx.mem.load(ctx, op, addr, m, None, desc.elem)
+    fill = np.array(np.nan, np.float32) if desc.padding == "nan" and m is not None else None
+    out = ctx.mem.load(ctx, op, addr, m, fill, desc.elem)
     return out.reshape(out.shape[:1] + tuple(op.result.type.shape))
 
 

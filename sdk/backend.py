@@ -52,7 +52,7 @@ class Options:
     sanitize_overflow: bool = False
     arch: str = ""
     backend_name: str = ""
-    supported_fp8_dtypes: tuple[str, ...] = ("fp8e5", "fp8e4nv", "fp8e4b15")
+    supported_fp8_dtypes: tuple[str, ...] = ("fp8e5", "fp8e4nv")
     deprecated_fp8_dot_operand_dtypes: tuple[str, ...] = ()
     default_dot_input_precision: str = "ieee"
     allowed_dot_input_precisions: tuple[str, ...] = ("tf32", "tf32x3", "ieee", "bf16x3", "bf16x6")

@@ -630,3 +630,67 @@ def test_programs_waiting_on_each_other_is_a_clean_fault():
     msg = str(info.value)
     assert "programs [0, 1]" in msg and "wait on each other forever" in msg, msg
     assert f"{__file__}:{line_of(deadlock_kernel, 'while tl.atomic_add')}" in msg, msg
+
+
+# ------------------------------------------------- descriptors: reduce, gather, divergent; map_elementwise
+@triton.jit
+def desc_ops_kernel(x_ptr, idx_ptr, acc_ptr, rows_ptr, M, N, BN: tl.constexpr, R: tl.constexpr):
+    pid = tl.program_id(0)
+    xd = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[1, BN])
+    rows = xd.gather(tl.load(idx_ptr + tl.arange(0, R)), 0)  # R rows picked by index (zero past the end)
+    tl.store(rows_ptr + pid * R * BN + tl.arange(0, R)[:, None] * BN + tl.arange(0, BN)[None, :], rows)
+    ad = tl.make_tensor_descriptor(acc_ptr, shape=[R, N], strides=[N, 1], block_shape=[R, BN])
+    ad.atomic_add([0, 0], rows)  # every program adds its copy
+
+
+@triton.jit
+def desc_divergent_kernel(a_ptr, b_ptr, out_ptr, BM: tl.constexpr, BN: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid % 2 == 0:
+        d = tl.make_tensor_descriptor(a_ptr, shape=[BM, BN], strides=[BN, 1], block_shape=[BM, BN])
+    else:
+        d = tl.make_tensor_descriptor(b_ptr, shape=[BM, BN], strides=[BN, 1], block_shape=[BM, BN])
+    offs = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+    tl.store(out_ptr + pid * BM * BN + offs, d.load([0, 0]))
+
+
+@triton.jit
+def _soft_clip(x, t):
+    if x > t:
+        return t + (x - t) * 0.5
+    else:
+        return x
+
+
+@triton.jit
+def map_elementwise_kernel(x_ptr, out_ptr, N: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    tl.store(out_ptr + tl.arange(0, N), tl.map_elementwise(_soft_clip, x, tl.full(x.shape, 0.25, tl.float32)))
+
+
+def test_descriptor_gather_and_reduce():
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randn(20, 16, generator=gen)
+    idx = torch.tensor([3, 19, 0, 7, 25, 3, 11, 2], dtype=torch.int32)  # 25 is past the last row
+    acc = torch.randn(8, 16, generator=gen)
+    rows = torch.full((3, 8, 16), float("nan"))
+    expect = torch.where((idx < 20)[:, None], x[idx.clamp(max=19).long()], torch.zeros(1))
+    start = acc.clone()
+    desc_ops_kernel[(3,)](x, idx, acc, rows, 20, 16, BN=16, R=8)
+    assert torch.equal(rows, expect.expand(3, 8, 16))
+    torch.testing.assert_close(acc, start + 3 * expect)
+
+
+def test_descriptor_chosen_per_program():
+    gen = torch.Generator().manual_seed(9)
+    a, b = torch.randn(8, 16, generator=gen), torch.randn(8, 16, generator=gen)
+    out = torch.full((4, 8, 16), float("nan"))
+    desc_divergent_kernel[(4,)](a, b, out, BM=8, BN=16)
+    assert torch.equal(out, torch.stack([a, b, a, b]))
+
+
+def test_map_elementwise_branches_per_element():
+    x = torch.randn(64, generator=torch.Generator().manual_seed(10))
+    out = torch.full_like(x, float("nan"))
+    map_elementwise_kernel[(1,)](x, out, N=64)
+    assert torch.equal(out, torch.where(x > 0.25, 0.25 + (x - 0.25) * 0.5, x))

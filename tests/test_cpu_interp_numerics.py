@@ -731,3 +731,60 @@ def test_philox_random_bit_exact_with_triton_interpreter(tmp_path):
     assert np.array_equal(i.numpy(), ref["i"])
     assert np.array_equal(f.numpy().view(np.uint32), ref["f"].view(np.uint32))
     assert np.array_equal(r.numpy().view(np.uint32), ref["r"].view(np.uint32))
+
+
+# ------------------------------------------------------------------ microscaled dot (OCP MX)
+_FP4 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+@triton.jit
+def mx_dot_kernel(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+                  A_FMT: tl.constexpr, B_FMT: tl.constexpr, A_DIV: tl.constexpr, B_DIV: tl.constexpr,
+                  SCALED: tl.constexpr):
+    rm, rn = tl.arange(0, M), tl.arange(0, N)
+    ra, rb = tl.arange(0, K // A_DIV), tl.arange(0, K // B_DIV)
+    rs = tl.arange(0, K // 32)
+    a = tl.load(a_ptr + rm[:, None] * (K // A_DIV) + ra[None, :])
+    b = tl.load(b_ptr + rb[:, None] * N + rn[None, :])
+    if SCALED:
+        a_s = tl.load(as_ptr + rm[:, None] * (K // 32) + rs[None, :])
+        b_s = tl.load(bs_ptr + rn[:, None] * (K // 32) + rs[None, :])
+        c = tl.dot_scaled(a, a_s, A_FMT, b, b_s, B_FMT)
+    else:
+        c = tl.dot_scaled(a, None, A_FMT, b, None, B_FMT)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], c)
+
+
+def _fp4(codes: torch.Tensor, dim: int) -> torch.Tensor:
+    """Pack e2m1 codes two per byte along `dim` (the first of a pair in the low nibble)."""
+    even = codes.index_select(dim, torch.arange(0, codes.shape[dim], 2))
+    odd = codes.index_select(dim, torch.arange(1, codes.shape[dim], 2))
+    return (even | (odd << 4)).to(torch.uint8).contiguous()
+
+
+@pytest.mark.parametrize("a_fmt, b_fmt, scaled", [("e4m3", "e4m3", True), ("e5m2", "e4m3", True),
+                                                  ("e2m1", "bf16", True), ("e2m1", "e2m1", False),
+                                                  ("bf16", "e2m1", True)])
+def test_dot_scaled_formats_and_scales(a_fmt, b_fmt, scaled):
+    M, N, K = 16, 32, 64
+    gen = torch.Generator().manual_seed(21)
+
+    def operand(fmt, rows, cols, k_dim):
+        if fmt == "e2m1":
+            codes = torch.randint(0, 16, (rows, cols), generator=gen, dtype=torch.uint8)
+            return _fp4(codes, k_dim), _FP4[codes.long()]
+        x = torch.randn(rows, cols, generator=gen)
+        t = x.to({"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2, "bf16": torch.bfloat16}[fmt])
+        return (t.view(torch.uint8) if fmt != "bf16" else t), t.float()
+
+    a, a_val = operand(a_fmt, M, K, 1)
+    b, b_val = operand(b_fmt, K, N, 0)
+    a_s = torch.randint(120, 134, (M, K // 32), generator=gen, dtype=torch.uint8)
+    b_s = torch.randint(120, 134, (N, K // 32), generator=gen, dtype=torch.uint8)
+    if scaled:
+        a_val = a_val * torch.pow(2.0, a_s.float() - 127).repeat_interleave(32, 1)
+        b_val = b_val * torch.pow(2.0, b_s.float() - 127).repeat_interleave(32, 1).T
+    c = torch.full((M, N), float("nan"))
+    mx_dot_kernel[(1,)](a, a_s, b, b_s, c, M, N, K, a_fmt, b_fmt, 2 if a_fmt == "e2m1" else 1,
+                        2 if b_fmt == "e2m1" else 1, scaled)
+    torch.testing.assert_close(c, a_val @ b_val, rtol=1e-5, atol=1e-4)

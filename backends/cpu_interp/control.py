@@ -163,5 +163,33 @@ def _terminator(ctx, op, *vals):
 
 
 for _name in ("tt.return", "scf.yield", "scf.condition", "tt.reduce.return", "tt.scan.return", "cf.br",
-              "cf.cond_br"):
+              "cf.cond_br", "tt.map_elementwise.return"):
     TABLE.register(_name, _terminator)
+
+
+# ---------------------------------------------------------------------------- tt.map_elementwise
+@rule("tt.map_elementwise")
+def _map_elementwise(ctx, op, *xs):
+    """A scalar function applied per element: every element runs as a program of its own, so
+    branches inside the function may diverge per element."""
+    from .interp import Ctx
+    pack = int(op.attrs.get("pack", 1))
+    if pack != 1:
+        raise KernelFault(f"tt.map_elementwise with pack = {pack} is not supported by cpu_interp")
+    shape = tuple(op.results[0].type.shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    P = ctx.P
+    flat = [np.broadcast_to(np.asarray(x).reshape(np.shape(x)[0], -1), (P, n)).reshape(P * n) for x in xs]
+    sub = Ctx(ctx.program, ctx.grid, tuple(np.repeat(np.broadcast_to(p, (P,)), n) for p in ctx.pid), ctx.mem)
+    sub.env, sub.sched = ctx.env, ctx.sched
+    if ctx.active is not None:
+        sub.active = np.repeat(ctx.active, n)
+    outs = sub.run(op.regions[0], flat)
+    res = [np.broadcast_to(np.asarray(o), (P * n,)).reshape((P,) + shape).astype(_elem_dtype(r.type), copy=False)
+           for o, r in zip(outs, op.results)]
+    return res[0] if len(res) == 1 else res
+
+
+def _elem_dtype(t) -> np.dtype:
+    from .memory import compute_dtype
+    return compute_dtype(str(t.element))

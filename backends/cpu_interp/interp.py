@@ -25,7 +25,7 @@ from .ops_memory import host_descriptor
 from .provenance import mark_raw_pointers
 
 TERMINATORS = frozenset({"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition",
-                         "cf.br", "cf.cond_br"})
+                         "cf.br", "cf.cond_br", "tt.map_elementwise.return"})
 ELEMENT_BUDGET = int(os.environ.get("DAY0_INTERP_CHUNK_ELEMENTS", 1 << 18))
 
 
@@ -203,7 +203,7 @@ class Program:
                 code = self._codes[id(block)]
                 out = self.run_code(ctx, code, vals)
                 term = code.term
-                if term is None or term.name == "tt.return":
+                if term is None or term.name not in ("cf.br", "cf.cond_br"):  # the region returns
                     result = out if result is None or mask is None else _merge(ctx, mask, out, result)
                     continue
                 cur = np.ones(ctx.P, bool) if mask is None else mask
@@ -303,7 +303,7 @@ def _scalar_arg(a: Any, tname: str) -> np.ndarray:
     if isinstance(a, (bool, np.bool_)) or tname == "i1":
         return np.array([bool(a)], dtype=np.bool_)
     if dt.kind in "iu":
-        return np.array([int(a)], dtype=np.int64).astype(dt)  # wraps u32/u64 values into the type
+        return np.array([int(a) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64).astype(dt)  # wraps into the type
     return np.array([a], dtype=dt)
 
 

@@ -146,7 +146,10 @@ class Memory:
         if found is None:
             a0 = int(addr.flat[0]) if m is None else int(addr.flat[int(np.argmax(m))])
             self._fault(ctx, op, addr, m, width, what, self.find(a0) or self.nearest(a0))
-        arg, off = found
+        return self._elements(op, *found, width, what)
+
+    def _elements(self, op, arg: DeviceArg, off: np.ndarray, width: int, what: str):
+        """Byte offsets into `arg` -> element indices (alignment checked where pointers were re-typed)."""
         if width > 1:
             if self.unaligned and (off & (width - 1)).any():
                 raise KernelFault(f"misaligned {what} of '{arg.name}' ({width}-byte elements) at "
@@ -156,21 +159,28 @@ class Memory:
 
     def locate(self, ctx, op, addr: np.ndarray, m: np.ndarray | None, width: int, what: str):
         """[(arg, lanes, element indices)] covering every live lane; `lanes` is None when the one
-        part holds them all (then masked-off lanes have index 0)."""
-        if not op.__dict__.get("raw_ptr") or self._single(addr, m, width) is not None:
-            arg, idx = self.resolve(ctx, op, addr, m, width, what)
+        part holds them all (then masked-off lanes have index 0). The programs of a batch may
+        address different tensors (a base pointer chosen by program id), but each program's access
+        stays inside one argument, unless its pointer is raw (see provenance.py)."""
+        found = self._single(addr, m, width)
+        if found is not None:
+            arg, idx = self._elements(op, *found, width, what)
             return [(arg, None, idx)]
+        raw = op.__dict__.get("raw_ptr")
         live = np.ones(addr.shape, bool) if m is None else np.broadcast_to(m, addr.shape)
         a = addr[live].astype(np.int64)
-        owner = self._owners(a, width)
-        lost = owner < 0
-        if lost.any():
+        regions = self.args + list(self.foreign.values()) if raw else self.args
+        owner = self._owners(a, width, regions)
+        if not raw:
+            self._one_tensor_per_program(ctx, op, addr, live, owner, width, what)
+        elif (owner < 0).any():
+            lost = a[owner < 0]
             if self.raw_strict:
-                bad = int(a[lost][0])
+                bad = int(lost[0])
                 self._fault(ctx, op, addr, live & (addr == bad), width, what, self.find(bad) or self.nearest(bad))
-            self._map_foreign(ctx, op, addr, live, a[lost], width, what)
-            owner = self._owners(a, width)
-        regions = self.args + list(self.foreign.values())
+            self._map_foreign(ctx, op, addr, live, lost, width, what)
+            regions = self.args + list(self.foreign.values())
+            owner = self._owners(a, width, regions)
         parts = []
         for k in np.unique(owner):
             arg = regions[int(k)]
@@ -185,11 +195,29 @@ class Memory:
             parts.append((arg, sel, idx))
         return parts
 
-    def _owners(self, a: np.ndarray, width: int) -> np.ndarray:
-        """Index into args + foreign regions of the first region holding each address (-1: none),
-        element-aligned with that region's start."""
+    def _one_tensor_per_program(self, ctx, op, addr, live, owner, width, what) -> None:
+        """Fault unless every program's live lanes lie in one argument (the first live lane's)."""
+        own = np.full(addr.shape, -1, np.int64)
+        own[live] = owner
+        P = addr.shape[0]
+        own, lv = own.reshape(P, -1), live.reshape(P, -1)
+        first = own[np.arange(P), np.argmax(lv, axis=1)]
+        bad = lv.any(axis=1) & ((first < 0) | ((own != first[:, None]) & lv).any(axis=1))
+        if not bad.any():
+            return
+        p = int(np.argmax(bad))
+        row = np.zeros(addr.shape, bool)
+        row[p] = live[p]
+        a0 = int(addr[p].reshape(-1)[int(np.argmax(lv[p]))])
+        arg = self.args[int(first[p])] if first[p] >= 0 else (self.find(a0) or self.nearest(a0))
+        self._fault(ctx, op, addr, row, width, what, arg)
+
+    @staticmethod
+    def _owners(a: np.ndarray, width: int, regions: list[DeviceArg]) -> np.ndarray:
+        """Index into `regions` of the first one holding each address (-1: none), element-aligned
+        with that region's start."""
         owner = np.full(a.shape, -1, np.int64)
-        for k, r in enumerate(self.args + list(self.foreign.values())):
+        for k, r in enumerate(regions):
             hit = (owner < 0) & (a >= r.address) & (a + width <= r.address + r.nbytes)
             if width > 1:
                 hit &= (a - r.address) % width == 0

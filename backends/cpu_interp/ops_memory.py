@@ -62,6 +62,13 @@ class BlockPtr:
         self.base, self.shape, self.strides, self.offsets = base, shape, strides, offsets
         self.block, self.elem = block, elem
 
+    def merge(self, ctx, mask, other: "BlockPtr") -> "BlockPtr":
+        """Per program: self where `mask`, else `other` (after control flow diverged)."""
+        pick = lambda a, b: _pick(ctx, mask, a, b)
+        return BlockPtr(pick(self.base, other.base), [pick(a, b) for a, b in zip(self.shape, other.shape)],
+                        [pick(a, b) for a, b in zip(self.strides, other.strides)],
+                        [pick(a, b) for a, b in zip(self.offsets, other.offsets)], self.block, self.elem)
+
     def addresses(self, check: list[int] | None):
         """(pointer tensor, in-bounds mask over the checked dims or None), with a program axis."""
         w = numpy_dtype(self.elem).itemsize
@@ -84,6 +91,13 @@ class BlockPtr:
                 mask = ok if mask is None else mask & ok
         lead = max(base.shape[0], off.shape[0])
         return Ptrs(base, off, w, (lead,) + tuple(self.block)), mask
+
+
+def _pick(ctx, mask, a, b) -> np.ndarray:
+    """A per-program scalar field: `a` for the programs in `mask`, else `b`."""
+    a, b = np.asarray(a), np.asarray(b)
+    return np.where(np.asarray(mask).reshape(-1), np.broadcast_to(a.reshape(-1), (ctx.P,)),
+                    np.broadcast_to(b.reshape(-1), (ctx.P,)))
 
 
 def _expand(x, nd):
@@ -150,6 +164,13 @@ class TensorDesc:
         self.base, self.shape, self.strides, self.block, self.elem = base, shape, strides, block, elem
         self.padding = padding
 
+    def merge(self, ctx, mask, other: "TensorDesc") -> "TensorDesc":
+        """Per program: self where `mask`, else `other` (after control flow diverged)."""
+        pick = lambda a, b: _pick(ctx, mask, a, b)
+        return TensorDesc(pick(self.base, other.base), [pick(a, b) for a, b in zip(self.shape, other.shape)],
+                          [pick(a, b) for a, b in zip(self.strides, other.strides)], self.block, self.elem,
+                          self.padding)
+
     def at(self, offsets) -> BlockPtr:
         return BlockPtr(self.base, self.shape, self.strides, list(offsets), self.block, self.elem)
 
@@ -199,6 +220,50 @@ def _desc_store(ctx, op, desc, *rest):
     val = np.asarray(val)
     val = np.broadcast_to(val, val.shape[:1] + tuple(op.operands[-1].type.shape))
     ctx.mem.store(ctx, op, addr, val.reshape(val.shape[:1] + tuple(desc.block)), m, desc.elem)
+
+
+@rule("tt.descriptor_reduce")
+def _desc_reduce(ctx, op, desc, *rest):
+    """An atomic read-modify-write of a whole block through a descriptor (`desc.atomic_add` ...)."""
+    offsets, val = rest[:-1], rest[-1]
+    kind = str(op.attrs.get("kind") or op.attrs.get("keywords", ["add"])[0]).lower()
+    bp, dims = _desc_view(desc, offsets, None)
+    addr, m = bp.addresses(dims)
+    val = np.asarray(val)
+    val = np.broadcast_to(val, val.shape[:1] + tuple(op.operands[-1].type.shape))
+    ctx.mem.atomic(ctx, op, _RMW.get(kind, kind), addr, val.reshape(val.shape[:1] + tuple(desc.block)), m,
+                   desc.elem)
+
+
+def _gather_rows(desc: TensorDesc, rows, col):
+    """Addresses and in-bounds mask of rows `rows` (P, R) at column `col` (P,) of a 2-D descriptor
+    whose block is one row of C elements: (pointer tensor (P, R, C), mask)."""
+    w = numpy_dtype(desc.elem).itemsize
+    C = desc.block[-1]
+    rows = np.asarray(rows, np.int64)
+    rows = rows.reshape(rows.shape[:1] + (-1, 1))
+    cols = np.asarray(col, np.int64).reshape(-1, 1, 1) + np.arange(C, dtype=np.int64)[None, None, :]
+    s0, s1 = (_expand(x, 2).astype(np.int64) for x in desc.strides)
+    n0, n1 = (_expand(x, 2).astype(np.int64) for x in desc.shape)
+    base = _expand(desc.base, 2).astype(np.int64)
+    addr = base + (rows * s0 + cols * s1) * w
+    mask = (rows >= 0) & (rows < n0) & (cols >= 0) & (cols < n1)
+    lead = max(addr.shape[0], mask.shape[0])
+    shape = (lead, rows.shape[1], C)
+    return np.broadcast_to(addr, shape), np.broadcast_to(mask, shape)
+
+
+@rule("tt.descriptor_gather")
+def _desc_gather(ctx, op, desc, rows, col):
+    addr, m = _gather_rows(desc, rows, col)
+    fill = np.array(np.nan, np.float32) if desc.padding == "nan" else None
+    return ctx.mem.load(ctx, op, addr, m, fill, desc.elem)
+
+
+@rule("tt.descriptor_scatter")
+def _desc_scatter(ctx, op, desc, rows, col, val):
+    addr, m = _gather_rows(desc, rows, col)
+    ctx.mem.store(ctx, op, addr, np.asarray(val), m, desc.elem)
 
 
 # ------------------------------------------------------------------------------------- atomics

@@ -256,18 +256,52 @@ def _dot(ctx, op, a, b, c):
 
 @rule("tt.dot_scaled")
 def _dot_scaled(ctx, op, a, b, c, *scales):
-    """Microscaled dot: a/b given with e8m0 scales (one per 32 elements along K); computed in fp32.
-    Supports element types whose values arrive already decoded (bf16/fp16/fp8)."""
-    a_scale = scales[0] if len(scales) > 0 else None
-    b_scale = scales[1] if len(scales) > 1 else None
-    af, bf = a.astype(np.float32), b.astype(np.float32)
-    if a_scale is not None and np.size(a_scale):
-        s = np.exp2(a_scale.astype(np.float32) - 127.0)
+    """Microscaled dot (OCP MX): operands in e2m1 (two fp4 values per byte), e4m3, e5m2, bf16 or
+    fp16, each optionally with e8m0 scales (one per 32 elements along K); computed in fp32."""
+    has_a, has_b = _scale_presence(op, len(scales))
+    scales = list(scales)
+    a_scale = scales.pop(0) if has_a else None
+    b_scale = scales.pop(0) if has_b else None
+    af = _mx_decode(a, str(op.attrs.get("lhs", "")), -1 if op.attrs.get("lhs_k_pack", True) else -2)
+    bf = _mx_decode(b, str(op.attrs.get("rhs", "")), -2 if op.attrs.get("rhs_k_pack", True) else -1)
+    if a_scale is not None:
+        s = _e8m0(a_scale)  # (P, M, K/32)
         af = af * np.repeat(s, af.shape[-1] // s.shape[-1], axis=-1)
-    if b_scale is not None and np.size(b_scale):
-        s = np.exp2(b_scale.astype(np.float32) - 127.0)  # (P, N, K/32)
+    if b_scale is not None:
+        s = _e8m0(b_scale)  # (P, N, K/32)
         bf = bf * np.swapaxes(np.repeat(s, bf.shape[-2] // s.shape[-1], axis=-1), -1, -2)
     return (np.matmul(af, bf) + c).astype(_dt(op.result.type))
+
+
+def _scale_presence(op, n: int) -> tuple[bool, bool]:
+    if "has_a_scale" in op.attrs:
+        return bool(op.attrs["has_a_scale"]), bool(op.attrs["has_b_scale"])
+    seg = op.attrs.get("operandSegmentSizes") or op.attrs.get("operand_segment_sizes")
+    if seg is not None and len(seg) == 5:
+        return bool(seg[3]), bool(seg[4])
+    return n >= 1, n >= 2
+
+
+_E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0],
+                 np.float32)
+
+
+def _mx_decode(x, fmt: str, axis: int) -> np.ndarray:
+    """Operand values as fp32; e2m1 bytes unpacked along `axis` (low nibble first)."""
+    x = np.asarray(x)
+    if fmt != "e2m1":
+        return x.astype(np.float32)
+    byte = x.astype(np.int64) & 0xFF
+    pair = np.stack([_E2M1[byte & 0xF], _E2M1[byte >> 4]], axis=axis)  # (.., K/2, 2, ..): 2i, 2i+1
+    shape = list(x.shape)
+    shape[axis] *= 2
+    return pair.reshape(shape)
+
+
+def _e8m0(s) -> np.ndarray:
+    """e8m0 scale bytes -> 2**(byte - 127) (0xFF is NaN)."""
+    byte = np.asarray(s).astype(np.int64) & 0xFF
+    return np.where(byte == 0xFF, np.nan, np.exp2(byte.astype(np.float32) - 127.0)).astype(np.float32)
 
 
 # ------------------------------------------------------------------------------- assert, print

@@ -366,6 +366,31 @@ class _Parser:
             if isinstance(block, TensorType):
                 op.attrs["__result_types"] = [TensorDescType(block)]
         self._normalise(op, keywords, ins)
+        if op.name == "tt.dot_scaled":
+            self._dot_scaled_order(op, head)
+
+    @staticmethod
+    def _dot_scaled_order(op: Op, head: list[Token]) -> None:
+        """`tt.dot_scaled %a scale %as, %b scale %bs, %c`: operands as the op defines them,
+        (a, b, c, a_scale?, b_scale?), and which scales are present."""
+        groups: list[list[int]] = []
+        k, after_scale = 0, False
+        for t in head:
+            if t.kind == "value":
+                if after_scale and groups:
+                    groups[-1].append(k)
+                else:
+                    groups.append([k])
+                k += 1
+                after_scale = False
+            elif t.text == "scale":
+                after_scale = True
+        if len(groups) != 3 or k != len(op.operands):
+            return
+        vals = op.operands
+        (a, *a_s), (b, *b_s), (c, *_) = ([vals[i] for i in g] for g in groups)
+        op.operands = [a, b, c] + a_s + b_s
+        op.attrs["has_a_scale"], op.attrs["has_b_scale"] = bool(a_s), bool(b_s)
 
     def _print_op(self, op: Op, toks: list[Token], line: int) -> None:
         colons = [k for k, t in enumerate(toks) if t.text == ":"]

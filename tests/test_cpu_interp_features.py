@@ -694,3 +694,55 @@ def test_map_elementwise_branches_per_element():
     out = torch.full_like(x, float("nan"))
     map_elementwise_kernel[(1,)](x, out, N=64)
     assert torch.equal(out, torch.where(x > 0.25, 0.25 + (x - 0.25) * 0.5, x))
+
+
+# ------------------------------------------------------------ pointers chosen among arguments
+@triton.jit
+def lane_select_kernel(a_ptr, b_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    p = tl.where(offs % 2 == 0, a_ptr + offs // 2, b_ptr + offs // 2)  # lanes alternate tensors
+    tl.store(out_ptr + offs, tl.load(p))
+
+
+@triton.jit
+def program_select_kernel(q_ptr, k_ptr, n_q, N: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid < n_q:  # one launch rotates q heads then k heads, as RoPE kernels do
+        base = q_ptr + pid * N
+    else:
+        base = k_ptr + (pid - n_q) * N
+    offs = tl.arange(0, N)
+    tl.store(base + offs, tl.load(base + offs) * -1.0)
+
+
+@triton.jit
+def program_select_oob_kernel(q_ptr, k_ptr, n_q, N: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid < n_q:
+        base = q_ptr + pid * N
+    else:
+        base = k_ptr + (pid - n_q) * N
+    offs = tl.arange(0, N) + 4  # BUG: the last row of each tensor overruns it by 4 elements
+    tl.store(base + offs, tl.load(base + offs) * -1.0)
+
+
+def test_pointers_selected_among_arguments():
+    gen = torch.Generator().manual_seed(14)
+    a, b = torch.randn(8, generator=gen), torch.randn(8, generator=gen)
+    out = torch.full((16,), float("nan"))
+    lane_select_kernel[(1,)](a, b, out, N=16)
+    assert torch.equal(out, torch.stack([a, b], 1).flatten())
+    q, k = torch.randn(3, 16, generator=gen), torch.randn(2, 16, generator=gen)
+    q0, k0 = q.clone(), k.clone()
+    program_select_kernel[(5,)](q, k, 3, N=16)
+    assert torch.equal(q, -q0) and torch.equal(k, -k0)
+
+
+def test_per_program_selection_is_still_bounds_checked():
+    gen = torch.Generator().manual_seed(15)
+    q, k = torch.randn(3, 16, generator=gen), torch.randn(2, 16, generator=gen)
+    with pytest.raises(KernelFault) as info:
+        program_select_oob_kernel[(5,)](q, k, 3, N=16)
+    msg = str(info.value)
+    assert "out-of-bounds load from 'q_ptr'" in msg and "program (2, 0, 0)" in msg, msg
+    assert "elements [36, 52)" in msg, msg

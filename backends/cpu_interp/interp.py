@@ -22,7 +22,7 @@ from sdk.ttir import Block, Func, Module, Op, PointerType, Region, ScalarType, T
 from .cooperative import Cooperative
 from .memory import Memory
 from .ops_memory import host_descriptor
-from .provenance import mark_raw_pointers
+from .provenance import mark_pointer_origins
 
 TERMINATORS = frozenset({"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition",
                          "cf.br", "cf.cond_br", "tt.map_elementwise.return"})
@@ -105,7 +105,7 @@ class Program:
         self.serial = False           # one program at a time (spin locks)
         self.unaligned = False        # pointers may be re-typed: check alignment on access
         self.max_numel = 1
-        mark_raw_pointers(module)
+        mark_pointer_origins(module)
         for name, func in module.funcs.items():
             self._compile_func(name, func)
         self.entry = module.entry

@@ -161,7 +161,8 @@ class Memory:
         """[(arg, lanes, element indices)] covering every live lane; `lanes` is None when the one
         part holds them all (then masked-off lanes have index 0). The programs of a batch may
         address different tensors (a base pointer chosen by program id), but each program's access
-        stays inside one argument, unless its pointer is raw (see provenance.py)."""
+        stays inside one argument, unless its pointer may come from several (a select between
+        arguments) or is raw (see provenance.py)."""
         found = self._single(addr, m, width)
         if found is not None:
             arg, idx = self._elements(op, *found, width, what)
@@ -172,7 +173,13 @@ class Memory:
         regions = self.args + list(self.foreign.values()) if raw else self.args
         owner = self._owners(a, width, regions)
         if not raw:
-            self._one_tensor_per_program(ctx, op, addr, live, owner, width, what)
+            if op.__dict__.get("multi_ptr"):  # lanes may address any of several arguments
+                if (owner < 0).any():
+                    bad = int(a[owner < 0][0])
+                    self._fault(ctx, op, addr, live & (addr == bad), width, what,
+                                self.find(bad) or self.nearest(bad))
+            else:
+                self._one_tensor_per_program(ctx, op, addr, live, owner, width, what)
         elif (owner < 0).any():
             lost = a[owner < 0]
             if self.raw_strict:

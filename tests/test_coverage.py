@@ -106,3 +106,47 @@ def test_unknown_device(tmp_path, capsys):
                "--device", "tpu_v9"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "no results for device tpu_v9" in err[0]
+
+
+def _needs(tmp_path, cfg: dict) -> dict[str, list[str]]:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return {f.name: f.kernels for f in config_needs(path).families}
+
+
+def test_encoder_only_model(tmp_path):
+    fams = _needs(tmp_path, {"architectures": ["BertForMaskedLM"], "model_type": "bert", "hidden_size": 768,
+                             "num_attention_heads": 12, "hidden_act": "gelu", "layer_norm_eps": 1e-12,
+                             "position_embedding_type": "absolute"})
+    assert set(fams) == {"LayerNorm", "dense GEMM", "GELU (non-gated MLP)", "attention (bidirectional, encoder)"}
+    assert fams["LayerNorm"] == [] and fams["dense GEMM"] == ["gemm_bf16"]
+
+
+def test_mamba1_is_not_mamba2(tmp_path):
+    fams = _needs(tmp_path, {"architectures": ["FalconMambaForCausalLM"], "model_type": "falcon_mamba",
+                             "hidden_size": 4096, "state_size": 16, "conv_kernel": 4, "expand": 2,
+                             "layer_norm_epsilon": 1e-5})
+    assert {"Mamba-1 selective scan", "selective state update", "causal conv1d", "RMSNorm"} <= set(fams)
+    assert "Mamba-2 SSD" not in fams and "gated RMSNorm (Mamba-2, per group)" not in fams
+    assert not any(n.startswith("attention") or "RoPE" in n for n in fams)
+
+
+def test_moe_with_sinks_clamped_swiglu_and_mxfp4(tmp_path):
+    fams = _needs(tmp_path, {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880,
+                             "num_attention_heads": 64, "num_key_value_heads": 8, "num_local_experts": 32,
+                             "num_experts_per_tok": 4, "sliding_window": 128, "swiglu_limit": 7.0,
+                             "hidden_act": "silu", "rms_norm_eps": 1e-5,
+                             "quantization_config": {"quant_method": "mxfp4"}})
+    assert {"attention with sinks", "clamped SwiGLU (swiglu_limit)", "MXFP4 GEMM", "sliding-window attention",
+            "fused MoE", "top-k softmax routing"} <= set(fams)
+    assert "SiLU-and-mul" not in fams and fams["fused MoE"] == ["moe_align_block_size", "moe_fused_gemm", "moe_sum"]
+
+
+def test_alibi_and_chunked_attention(tmp_path):
+    fams = _needs(tmp_path, {"architectures": ["BloomForCausalLM"], "model_type": "bloom", "hidden_size": 1024,
+                             "n_head": 16, "num_attention_heads": 16, "layer_norm_epsilon": 1e-5})
+    assert "ALiBi attention" in fams and not any("RoPE" in n for n in fams) and "LayerNorm" in fams
+    fams = _needs(tmp_path, {"architectures": ["Llama4ForCausalLM"], "model_type": "llama4_text",
+                             "hidden_size": 5120, "num_attention_heads": 40, "attention_chunk_size": 8192,
+                             "num_local_experts": 16, "num_experts_per_tok": 1, "rms_norm_eps": 1e-5})
+    assert {"chunked local attention", "RoPE (NeoX)", "fused MoE"} <= set(fams)

@@ -7,12 +7,19 @@ The signals (docs: models.md's table) are config fields:
   num_experts / num_local_experts / n_routed_experts fused MoE + top-k routing (grouped if n_group)
   kv_lora_rank / q_lora_rank                         MLA
   rope_scaling.mrope_section                         mRoPE          partial_rotary_factor: partial RoPE
-  state_size / ssm_state_size / conv_kernel          Mamba-2 SSD, selective state update, causal conv1d
+  state_size / ssm_state_size / conv_kernel          Mamba SSM: Mamba-2 SSD (n_groups / chunk_size /
+                                                     a Mamba-2 model_type) or the Mamba-1 selective scan,
+                                                     selective state update, causal conv1d
   attn_logit_softcapping / final_logit_softcapping   soft-capped attention / logits
   sliding_window (unless use_sliding_window: false)  sliding-window attention
-and every model needs RMSNorm, its MLP activation (SiLU-and-mul or GeGLU by hidden_act), sampling,
-and, when it has attention layers, attention and RoPE. A multimodal config's `text_config` is read
-as the language model. A family whose kernels are not all in the suite is "not covered by the suite".
+  attention_chunk_size                               chunked local attention
+  quantization_config.quant_method                   fp8 (block-scaled or w8a8), mxfp4, int4 (awq/gptq)
+and every model needs its norm (RMSNorm, or LayerNorm where only layer_norm_eps is given), its MLP
+activation (SiLU-and-mul or GeGLU by hidden_act; a plain GELU MLP in encoders), attention with RoPE
+(ALiBi or learned absolute positions where the config says so), and, unless it is an encoder-only
+model (BERT-like: bidirectional attention, no decode, no sampling), paged decode and sampling.
+A multimodal config's `text_config` is read as the language model. A family whose kernels are not
+all in the suite is "not covered by the suite".
 """
 from __future__ import annotations
 
@@ -51,6 +58,17 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     "dense GEMM": ("gemm_bf16",),
     "fp8 GEMM (w8a8, per-tensor scales)": ("gemm_fp8_w8a8",),
     "MLA": (),
+    "LayerNorm": (),
+    "GELU (non-gated MLP)": (),
+    "attention (bidirectional, encoder)": (),
+    "ALiBi attention": (),
+    "attention with sinks": (),
+    "chunked local attention": (),
+    "clamped SwiGLU (swiglu_limit)": (),
+    "sigmoid top-k routing": (),
+    "MXFP4 GEMM": (),
+    "int4 weight-only GEMM (w4a16)": (),
+    "Mamba-1 selective scan": (),
     "Mamba-2 SSD": (),
     "selective state update": (),
     "soft-capped attention": (),
@@ -121,6 +139,25 @@ def _num(cfg: dict, *keys: str) -> tuple[str, Any] | None:
     return None
 
 
+#: model types of encoder-only (bidirectional) models
+ENCODERS = frozenset({"bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "electra", "distilbert",
+                      "albert", "camembert", "mpnet", "modernbert", "nomic_bert", "xlm", "ernie"})
+#: model types with learned absolute positions or ALiBi instead of RoPE
+NO_ROPE = {"gpt2": "learned absolute positions", "opt": "learned absolute positions",
+           "gpt_bigcode": "learned absolute positions", "bloom": "ALiBi", "mpt": "ALiBi"}
+#: model types whose SSM layers are Mamba-2 (SSD)
+MAMBA2 = frozenset({"mamba2", "bamba", "nemotron_h", "falcon_h1", "granitemoehybrid", "zamba2"})
+_ENCODER_HEADS = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification",
+                  "ForQuestionAnswering", "ForMultipleChoice", "ForPreTraining")
+
+
+def _encoder_only(cfg: dict[str, Any], model_type: str) -> bool:
+    if cfg.get("is_decoder") is True or cfg.get("is_encoder_decoder") is True:
+        return False
+    archs = [str(a) for a in cfg.get("architectures") or [] if isinstance(a, str)]
+    return model_type in ENCODERS or (bool(archs) and all(a.endswith(_ENCODER_HEADS) for a in archs))
+
+
 def infer_families(cfg: dict[str, Any]) -> list[Family]:
     fams: dict[str, list[str]] = {}
 
@@ -139,27 +176,49 @@ def infer_families(cfg: dict[str, Any]) -> list[Family]:
         _num(cfg, "num_attention_heads", "attn_layer_period") is None
     has_attention = not pure_ssm
 
-    need("RMSNorm", "every model")
+    encoder = _encoder_only(cfg, model_type)
+    if ssm is None and "rms_norm_eps" not in cfg and \
+            any(k in cfg for k in ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon")):
+        need("LayerNorm", next(k for k in ("layer_norm_eps", "layer_norm_epsilon", "layernorm_epsilon") if k in cfg))
+    else:
+        need("RMSNorm", "every model")
     need("dense GEMM", "every model (projections, lm_head)")
     act = str(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu").lower()
-    if not pure_ssm or _num(cfg, "intermediate_size") is not None:  # a gated MLP
+    if encoder:
+        need("GELU (non-gated MLP)" if "gelu" in act else "SiLU-and-mul", f"hidden_act={act} (encoder MLP)")
+    elif cfg.get("swiglu_limit") is not None:
+        need("clamped SwiGLU (swiglu_limit)", f"swiglu_limit={cfg['swiglu_limit']}")
+    elif not pure_ssm or _num(cfg, "intermediate_size") is not None:  # a gated MLP
         if "gelu" in act:
             need("GeGLU (GELU-and-mul)", f"hidden_act={act}")
         else:
             need("SiLU-and-mul", f"hidden_act={act}")
-    need("sampling (top-k/top-p)", "every model")
+    if not encoder:
+        need("sampling (top-k/top-p)", "every model")
     if hybrid_gdn:
         why = ", ".join((["layer_types"] if layer_types else []) + linear[:3] +
                         (["full_attention_interval"] if "full_attention_interval" in cfg else []))
         for f in ("Gated DeltaNet", "causal conv1d", "gated RMSNorm"):
             need(f, why)
     mla = cfg.get("kv_lora_rank") is not None
-    if has_attention and not mla:  # MLA replaces GQA attention (its family below)
+    if has_attention and encoder:
+        need("attention (bidirectional, encoder)", f"model_type={model_type}" if model_type in ENCODERS
+             else "architectures")
+    elif has_attention and not mla:  # MLA replaces GQA attention (its family below)
         why = "hybrid full-attention layers" if hybrid_gdn else "num_attention_heads"
         gated = hybrid_gdn or bool(cfg.get("attn_output_gate"))
         need("attention prefill (gated, varlen)" if gated else
              "attention prefill (causal GQA, no output gate)", why)
         need("attention (paged decode)", why)
+    if has_attention and model_type == "gpt_oss":
+        need("attention with sinks", "model_type=gpt_oss (learned per-head sinks)")
+    if _num(cfg, "attention_chunk_size") is not None:
+        need("chunked local attention", f"attention_chunk_size={cfg['attention_chunk_size']}")
+    positions = "ALiBi" if cfg.get("alibi") is True else NO_ROPE.get(model_type)
+    if str(cfg.get("position_embedding_type", "")).lower() == "absolute" or encoder:
+        positions = positions or "learned absolute positions"
+    if has_attention and positions == "ALiBi":
+        need("ALiBi attention", "alibi" if cfg.get("alibi") is True else f"model_type={model_type}")
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
     rope = rope if isinstance(rope, dict) else {}
     if "mrope_section" in rope:
@@ -169,7 +228,7 @@ def infer_families(cfg: dict[str, Any]) -> list[Family]:
         need("partial RoPE", f"partial_rotary_factor={prf}")
     if cfg.get("rope_interleave"):
         need("interleaved RoPE", "rope_interleave")
-    if has_attention and not any(f in fams for f in ("mRoPE", "partial RoPE", "interleaved RoPE")):
+    if has_attention and not positions and not any(f in fams for f in ("mRoPE", "partial RoPE", "interleaved RoPE")):
         if not mla:  # MLA carries its own rotary part
             need("RoPE (NeoX)", "rope_theta" if "rope_theta" in cfg else "attention layers")
     moe = _num(cfg, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
@@ -178,6 +237,8 @@ def infer_families(cfg: dict[str, Any]) -> list[Family]:
         grouped = _num(cfg, "n_group")
         if grouped is not None and grouped[1] > 1:
             need("grouped top-k routing", f"n_group={grouped[1]}")
+        elif str(cfg.get("scoring_func", "")).lower() == "sigmoid":
+            need("sigmoid top-k routing", "scoring_func=sigmoid")
         else:
             topk = _num(cfg, "num_experts_per_tok", "moe_topk", "top_k")
             need("top-k softmax routing", f"{topk[0]}={topk[1]}" if topk else moe[0])
@@ -188,12 +249,21 @@ def infer_families(cfg: dict[str, Any]) -> list[Family]:
         if _num(cfg, "qk_rope_head_dim") is not None:
             need("interleaved RoPE", "qk_rope_head_dim (MLA's rotary part)")
     quant = cfg.get("quantization_config")
-    if isinstance(quant, dict) and "fp8" in str(quant.get("quant_method", "")).lower():
-        why = "quantization_config.quant_method=" + str(quant["quant_method"])
+    method = str(quant.get("quant_method", "")).lower() if isinstance(quant, dict) else ""
+    why = f"quantization_config.quant_method={method}"
+    if "fp8" in method:
         need("fp8 block-scaled GEMM" if quant.get("weight_block_size") else
              "fp8 GEMM (w8a8, per-tensor scales)", why)
+    elif "mxfp4" in method:
+        need("MXFP4 GEMM", why + (" (MoE experts)" if moe is not None else ""))
+    elif method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
+        need("int4 weight-only GEMM (w4a16)", why)
     if ssm is not None:
-        for f in ("Mamba-2 SSD", "selective state update", "causal conv1d", "gated RMSNorm (Mamba-2, per group)"):
+        mamba2 = model_type in MAMBA2 or any(k in cfg for k in ("n_groups", "mamba_n_groups", "chunk_size",
+                                                                 "mamba_chunk_size", "ssm_n_groups"))
+        families = (("Mamba-2 SSD", "selective state update", "causal conv1d", "gated RMSNorm (Mamba-2, per group)")
+                    if mamba2 else ("Mamba-1 selective scan", "selective state update", "causal conv1d"))
+        for f in families:
             need(f, f"{ssm[0]}={ssm[1]}")
     if cfg.get("attn_logit_softcapping") or cfg.get("final_logit_softcapping"):
         need("soft-capped attention", ", ".join(k for k in ("attn_logit_softcapping",

@@ -746,3 +746,29 @@ def test_per_program_selection_is_still_bounds_checked():
     msg = str(info.value)
     assert "out-of-bounds load from 'q_ptr'" in msg and "program (2, 0, 0)" in msg, msg
     assert "elements [36, 52)" in msg, msg
+
+
+# ------------------------------------------------------------------------- scalars and fp8 formats
+@triton.jit
+def store_scalar_kernel(out_ptr, value):
+    tl.store(out_ptr, value)
+
+
+def test_u64_scalar_arguments_keep_their_bits():
+    out = torch.zeros(1, dtype=torch.int64)
+    value = 2 ** 63 + 2 ** 40 + 7  # Triton types it u64
+    store_scalar_kernel[(1,)](out, value)
+    assert out.item() % 2 ** 64 == value
+
+
+@triton.jit
+def fp8e4b15_kernel(x_ptr, out_ptr, N: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    tl.store(out_ptr + tl.arange(0, N), x.to(tl.float8e4b15).to(tl.float32))
+
+
+def test_unsupported_fp8_format_is_refused_at_compile_time():
+    """cpu_interp claims only the fp8 formats it converts itself; fp8e4b15 is a clean compile error."""
+    with pytest.raises(triton.CompilationError) as info:
+        fp8e4b15_kernel[(1,)](torch.ones(8), torch.empty(8), N=8)
+    assert "fp8e4b15 not supported" in str(info.value)

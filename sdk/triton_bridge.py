@@ -10,8 +10,18 @@ until Triton instantiates the compiler or driver.
 """
 from __future__ import annotations
 
-import functools
+import sys
 
+if "triton" not in sys.modules:
+    # Triton's backend discovery imports this module through the day0 plugins. Imported first,
+    # this module would be half-built then: let the discovery build a complete copy, which the
+    # import system then hands to whoever imported this one.
+    _half_built = sys.modules.pop(__name__, None)
+    import triton  # noqa: F401
+    if __name__ not in sys.modules and _half_built is not None:  # no day0 plugin was discovered
+        sys.modules[__name__] = _half_built
+
+import functools
 import os
 import statistics
 import time
@@ -85,7 +95,8 @@ def _code_fingerprint(backend_cls: type) -> str:
     roots = [Path(__file__).parent / "ttir", Path(__file__)]
     module = sys.modules.get(backend_cls.__module__)
     if module is not None and getattr(module, "__file__", None):
-        roots.append(Path(module.__file__).parent)
+        # the package the backend class lives in; a module outside any package stands alone
+        roots.append(Path(module.__file__).parent if getattr(module, "__package__", "") else Path(module.__file__))
     for root in roots:
         for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
             try:

@@ -142,3 +142,32 @@ def test_a_removed_triton_plugin_is_explained_in_one_line(tmp_path):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "ghost" in lines[0] and "ghost-plugin" in lines[0]
+
+
+FIRST_IMPORT = '''
+from sdk.triton_bridge import activate  # before Triton: its discovery imports this module too
+import sys
+import torch, triton, triton.language as tl
+import sdk.triton_bridge
+
+assert sys.modules["sdk.triton_bridge"] is sdk.triton_bridge and sdk.triton_bridge.activate is activate
+
+@triton.jit
+def double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+x = torch.randn(10)
+out = torch.full_like(x, float("nan"))
+with activate("cpu_interp"):
+    double[(1,)](x, out, 10, BLOCK=16)
+assert torch.equal(out, x * 2), out
+print("ran")
+'''
+
+
+def test_the_bridge_may_be_imported_before_triton(tmp_path):
+    script = tmp_path / "first_import.py"
+    script.write_text(FIRST_IMPORT)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ran", proc.stderr[-2000:]

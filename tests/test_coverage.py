@@ -150,3 +150,8 @@ def test_alibi_and_chunked_attention(tmp_path):
                              "hidden_size": 5120, "num_attention_heads": 40, "attention_chunk_size": 8192,
                              "num_local_experts": 16, "num_experts_per_tok": 1, "rms_norm_eps": 1e-5})
     assert {"chunked local attention", "RoPE (NeoX)", "fused MoE"} <= set(fams)
+    fams = _needs(tmp_path, {"architectures": ["JambaForCausalLM"], "model_type": "jamba", "hidden_size": 4096,
+                             "num_attention_heads": 32, "mamba_d_state": 16, "mamba_d_conv": 4,
+                             "num_experts": 16, "num_experts_per_tok": 2, "rms_norm_eps": 1e-6})
+    assert {"Mamba-1 selective scan", "attention prefill (causal GQA, no output gate)"} <= set(fams)
+    assert not any("RoPE" in n for n in fams)

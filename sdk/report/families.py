@@ -142,9 +142,10 @@ def _num(cfg: dict, *keys: str) -> tuple[str, Any] | None:
 #: model types of encoder-only (bidirectional) models
 ENCODERS = frozenset({"bert", "roberta", "xlm-roberta", "deberta", "deberta-v2", "electra", "distilbert",
                       "albert", "camembert", "mpnet", "modernbert", "nomic_bert", "xlm", "ernie"})
-#: model types with learned absolute positions or ALiBi instead of RoPE
+#: model types with learned absolute positions, ALiBi or no positional encoding instead of RoPE
 NO_ROPE = {"gpt2": "learned absolute positions", "opt": "learned absolute positions",
-           "gpt_bigcode": "learned absolute positions", "bloom": "ALiBi", "mpt": "ALiBi"}
+           "gpt_bigcode": "learned absolute positions", "bloom": "ALiBi", "mpt": "ALiBi",
+           "jamba": "none (the Mamba layers carry position)"}
 #: model types whose SSM layers are Mamba-2 (SSD)
 MAMBA2 = frozenset({"mamba2", "bamba", "nemotron_h", "falcon_h1", "granitemoehybrid", "zamba2"})
 _ENCODER_HEADS = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassification",

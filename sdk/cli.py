@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from . import __version__
@@ -54,6 +55,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("day0: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a path the user gave: missing folder, no permission, a file not a folder
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"day0: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("day0: error: an input is nested too deeply to read", file=sys.stderr)
+        return 2
+    except Exception as exc:  # input no check anticipated: one line, the traceback on request
+        if os.environ.get("DAY0_DEBUG"):
+            raise
+        text = " ".join(str(exc).split())[:300]
+        print(f"day0: error: {type(exc).__name__}: {text} (DAY0_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

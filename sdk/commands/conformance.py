@@ -113,8 +113,8 @@ def run(args: argparse.Namespace) -> int:
     shard_spec = parse_shard(args.shard) if args.shard is not None else None
     if args.jobs < 1:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
-    if not args.timeout > 0:
-        raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+    if not 0 < args.timeout < 1e9:
+        raise ConfigError(f"--timeout must be a positive, finite number of seconds, got {args.timeout:g}")
     archs = [a.strip() for a in (args.arch or "").split(",") if a.strip()]
     if args.arch is not None and not archs:
         raise ConfigError("--arch needs at least one arch name (e.g. --arch sm_80,sm_90)")

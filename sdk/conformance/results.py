@@ -92,6 +92,7 @@ class Record:
         missing = [n for n in ("kernel", "case", "dtype", "status") if n not in data]
         if missing:
             raise ValueError(f"missing field(s) {', '.join(missing)}")
+        _check_fields(cls, data)
         if data["status"] not in STATUSES:
             raise ValueError(f"unknown status '{data['status']}'")
         kwargs = {k: v for k, v in data.items() if k in known}
@@ -103,6 +104,29 @@ class Record:
             if isinstance(value, str):
                 setattr(rec, name, float(value))
         return rec
+
+
+def _number(v: Any) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) or v in ("inf", "-inf", "nan")
+
+
+_FIELD_CHECKS = {
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "float": (_number, "a number"),
+    "float | None": (lambda v: v is None or _number(v), "a number or null"),
+    "list[str]": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
+    "list[dict]": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), "a list of objects"),
+}
+
+
+def _check_fields(cls: type, data: Mapping[str, Any]) -> None:
+    """Every known field present has the type its dataclass declares (ValueError naming it)."""
+    for f in fields(cls):
+        if f.name in data:
+            check = _FIELD_CHECKS.get(str(f.type))
+            if check is not None and not check[0](data[f.name]):
+                raise ValueError(f"field '{f.name}' must be {check[1]}, not {json.dumps(data[f.name])[:40]}")
 
 
 def _finite(value: Any) -> Any:
@@ -143,6 +167,7 @@ class Header:
         for name in ("suite_version", "backend", "device"):
             if name not in data:
                 raise ValueError(f"header has no '{name}'")
+        _check_fields(cls, data)
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def compatible(self, other: "Header") -> str:
@@ -245,7 +270,9 @@ def load_results(path: str | os.PathLike[str]) -> ResultSet:
             if data.get("type") != "record":
                 raise ValueError(f"unexpected line type '{data.get('type')}'")
             records.append(Record.from_dict(data))
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
+            if isinstance(exc, RecursionError):
+                exc = ValueError("JSON nested too deeply")
             if no == last_no and not complete and header is not None:
                 warnings.append(f"{p}:{no}: last line is cut short (a killed run?); ignored it")
                 continue

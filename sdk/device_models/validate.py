@@ -10,6 +10,9 @@ from ..errors import ConfigError
 from .dtypes import DTYPES
 from .records import Figure
 
+#: the largest figure a device model may give (beyond any real device by many orders)
+LARGEST = 1e30
+
 NAME_RE = re.compile(r"[a-z0-9_]+")
 SOURCE_RE = re.compile(r"(https?://\S+.*|derived from \S.*|measured\b.*\S.*|assumed\b.*)", re.DOTALL)
 SOURCE_FORMS = "a URL, 'derived from ...', 'measured ...' or 'assumed ...'"
@@ -88,18 +91,18 @@ class Checker:
 
     # ---- figure values -------------------------------------------------------------------------
     def positive_number(self, v: Any, path: str) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise self.fail(path, f"must be a positive number, got {show(v)}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 or v > LARGEST or not math.isfinite(v):
+            raise self.fail(path, f"must be a positive number up to {LARGEST:.0e}, got {show(v)}")
         return float(v) if isinstance(v, float) else v
 
     def positive_int(self, v: Any, path: str) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise self.fail(path, f"must be a positive integer, got {show(v)}")
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0 or v > LARGEST:
+            raise self.fail(path, f"must be a positive integer up to {LARGEST:.0e}, got {show(v)}")
         return v
 
     def triple(self, v: Any, path: str) -> tuple[int, int, int]:
         if (not isinstance(v, list) or len(v) != 3
-                or any(isinstance(x, bool) or not isinstance(x, int) or x <= 0 for x in v)):
+                or any(isinstance(x, bool) or not isinstance(x, int) or not 0 < x <= LARGEST for x in v)):
             raise self.fail(path, f"must be a list of 3 positive integers, got {show(v)}"
                             + (f" {v}" if isinstance(v, list) else ""))
         return (v[0], v[1], v[2])

@@ -116,6 +116,8 @@ def load_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], bool]:
         raise ConfigError(f"{p}: cannot read config ({exc})") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer of thousands of digits
+        raise ConfigError(f"{p}: cannot read config ({' '.join(str(exc).split())[:120]})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: a model config is a JSON object, not {type(data).__name__}")
     text = data.get("text_config")
@@ -129,6 +131,11 @@ def load_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], bool]:
         raise ConfigError(f"{p}: not a HuggingFace model config (no model_type/architectures and "
                           f"hidden size field {'/'.join(size_keys)})")
     return cfg, multimodal
+
+
+def _list(cfg: dict, key: str) -> list:
+    v = cfg.get(key)
+    return v if isinstance(v, list) else []
 
 
 def _num(cfg: dict, *keys: str) -> tuple[str, Any] | None:
@@ -155,7 +162,7 @@ _ENCODER_HEADS = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassific
 def _encoder_only(cfg: dict[str, Any], model_type: str) -> bool:
     if cfg.get("is_decoder") is True or cfg.get("is_encoder_decoder") is True:
         return False
-    archs = [str(a) for a in cfg.get("architectures") or [] if isinstance(a, str)]
+    archs = [str(a) for a in _list(cfg, "architectures") if isinstance(a, str)]
     return model_type in ENCODERS or (bool(archs) and all(a.endswith(_ENCODER_HEADS) for a in archs))
 
 
@@ -167,7 +174,7 @@ def infer_families(cfg: dict[str, Any]) -> list[Family]:
         if why not in fams[name]:
             fams[name].append(why)
 
-    layer_types = [str(t) for t in cfg.get("layer_types") or [] if isinstance(t, str)]
+    layer_types = [str(t) for t in _list(cfg, "layer_types") if isinstance(t, str)]
     linear = sorted(k for k in cfg if k.startswith("linear_") and cfg[k] is not None)
     hybrid_gdn = any("linear" in t for t in layer_types) or bool(linear) or \
         _num(cfg, "full_attention_interval") is not None

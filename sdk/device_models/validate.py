@@ -91,13 +91,19 @@ class Checker:
 
     # ---- figure values -------------------------------------------------------------------------
     def positive_number(self, v: Any, path: str) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0 or v > LARGEST or not math.isfinite(v):
-            raise self.fail(path, f"must be a positive number up to {LARGEST:.0e}, got {show(v)}")
-        return float(v) if isinstance(v, float) else v
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v)) \
+                or v <= 0:
+            raise self.fail(path, f"must be a positive number, got {show(v)}")
+        return float(self.not_huge(v, path)) if isinstance(v, float) else self.not_huge(v, path)
 
     def positive_int(self, v: Any, path: str) -> int:
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0 or v > LARGEST:
-            raise self.fail(path, f"must be a positive integer up to {LARGEST:.0e}, got {show(v)}")
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise self.fail(path, f"must be a positive integer, got {show(v)}")
+        return self.not_huge(v, path)
+
+    def not_huge(self, v: Any, path: str) -> Any:
+        if v > LARGEST:
+            raise self.fail(path, f"must be at most {LARGEST:.0e}, got a number of {len(str(int(v)))} digits")
         return v
 
     def triple(self, v: Any, path: str) -> tuple[int, int, int]:

@@ -55,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("day0: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of our output stopped early (`| head`): as a shell would
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+        return 141
     except OSError as exc:  # a path the user gave: missing folder, no permission, a file not a folder
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"day0: error: {where}{exc.strerror or exc}", file=sys.stderr)

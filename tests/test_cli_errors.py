@@ -73,3 +73,25 @@ def test_config_fields_of_unexpected_types(tmp_path, capsys):
     assert main(["coverage", "--config", str(config), "--json"]) == 0
     fams = {f["name"] for f in json.loads(capsys.readouterr().out)["families"]}
     assert {"RMSNorm", "attention (paged decode)", "RoPE (NeoX)"} <= fams
+
+
+def test_nothing_overwritten_without_force(tmp_path, capsys):
+    out, junit = tmp_path / "r.jsonl", tmp_path / "r.xml"
+    junit.write_text("<keep/>")
+    _one_line_exit_2(capsys, ["conformance", "--kernels", "rmsnorm", "--out", str(out), "--junit", str(junit)],
+                     "already exists; pass --force")
+    _one_line_exit_2(capsys, ["conformance", "--kernels", "rmsnorm", "--out", str(out), "--junit", str(out)],
+                     "is the results file --out")
+    assert junit.read_text() == "<keep/>" and not out.exists()
+    results = [str(p) for p in seed_files(tmp_path)]
+    before = Path(results[0]).read_bytes()
+    _one_line_exit_2(capsys, ["report", *results, "--out", results[0], "--force"], "is one of the inputs")
+    assert Path(results[0]).read_bytes() == before
+
+
+@pytest.mark.parametrize("flag", ["--kernels", "--models", "--groups"])
+@pytest.mark.parametrize("value", ["", ",", " , "])
+def test_an_empty_selection_is_refused(tmp_path, capsys, flag, value):
+    out = tmp_path / "r.jsonl"
+    _one_line_exit_2(capsys, ["conformance", flag, value, "--out", str(out)], f"{flag} names nothing")
+    assert not out.exists()

@@ -178,13 +178,16 @@ def test_cli_table_and_show(capsys):
 def test_docs_are_generated_and_not_stale(tmp_path, capsys):
     docs = ROOT / "docs" / "devices.md"
     assert docs.read_text(encoding="utf-8") == markdown(dm.all_models()), \
-        "docs/devices.md is stale: run `day0 devices docs --out docs/devices.md`"
+        "docs/devices.md is stale: run `day0 devices docs --out docs/devices.md --force`"
     assert main(["devices", "docs", "--out", str(docs), "--check"]) == 0
     stale = tmp_path / "devices.md"
     stale.write_text("old\n")
     assert main(["devices", "docs", "--out", str(stale), "--check"]) == 1
     assert "stale" in capsys.readouterr().err
-    assert main(["devices", "docs", "--out", str(stale)]) == 0
+    before = stale.read_text()
+    assert main(["devices", "docs", "--out", str(stale)]) == 2  # never overwritten without --force
+    assert stale.read_text() == before
+    assert main(["devices", "docs", "--out", str(stale), "--force"]) == 0
     assert main(["devices", "docs", "--out", str(stale), "--check"]) == 0
     text = stale.read_text()
     for name in dm.names():

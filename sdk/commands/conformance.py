@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     again = p.add_mutually_exclusive_group()
     again.add_argument("--resume", action="store_true",
                        help="continue --out: skip the items it already holds")
-    again.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    again.add_argument("--force", action="store_true", help="overwrite an existing --out (and --junit)")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S",
                    help="seconds one item may take before its worker is killed (default 300)")
     p.add_argument("--arch", metavar="A,B,..", help="run (or with --compile-only, compile) the suite "
@@ -104,7 +104,20 @@ def _out_path(args: argparse.Namespace, base: str) -> Path:
     return Path("day0-results") / f"{_SAFE.sub('_', base)}.jsonl"
 
 
+def _stop_on_sigterm() -> None:
+    """A terminated run (CI cancel, `timeout`, `kill`) stops its workers as Ctrl-C does."""
+    import signal
+    import threading
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def run(args: argparse.Namespace) -> int:
+    _stop_on_sigterm()
     from ..conformance.results import Record, ResultWriter, load_results, new_header, suite_version
     from ..conformance.runner import Item, Progress, load_suite, model_kernels, parse_shard, run_items
     from ..conformance.runner import select, shard
@@ -126,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
     if not suite:
         print("the conformance suite has no kernels: nothing to run")
         return 0
+    for flag in ("kernels", "models", "groups"):
+        given = getattr(args, flag)
+        if given is not None and not [x for x in given.split(",") if x.strip()]:
+            raise ConfigError(f"--{flag} names nothing; give one or more comma-separated names")
     selected = select(suite, kernels=args.kernels, models=args.models, groups=args.groups,
                       full=args.full)
     base = args.backend
@@ -144,7 +161,12 @@ def run(args: argparse.Namespace) -> int:
 
     out = _out_path(args, header_backend + ("-compile" if compile_only else ""))
     if args.junit:
-        _check_writable(Path(args.junit), "--junit")
+        junit = Path(args.junit)
+        _check_writable(junit, "--junit")
+        if junit.resolve() == out.resolve():
+            raise ConfigError(f"--junit {junit} is the results file --out; name another file")
+        if junit.exists() and not args.force:
+            raise ConfigError(f"{junit} already exists; pass --force to overwrite it")
     if out.is_dir():
         raise ConfigError(f"--out {out} is a directory; name a results file")
     header = new_header(suite_version(suite.values()), header_backend, device,

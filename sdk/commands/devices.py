@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           description="Render docs/devices.md from the shipped models.")
     docs.add_argument("--out", default=DEFAULT_DOCS, metavar="FILE",
                       help=f"where to write it ('-' for stdout; default {DEFAULT_DOCS})")
+    docs.add_argument("--force", action="store_true", help="overwrite an existing --out")
     docs.add_argument("--check", action="store_true",
                       help="write nothing; exit 1 if FILE differs from what would be generated")
     docs.set_defaults(func=_docs)
@@ -65,11 +66,13 @@ def _docs(args: argparse.Namespace) -> int:
         current = out.read_text(encoding="utf-8") if out.is_file() else None
         if current != text:
             state = "missing" if current is None else "stale"
-            print(f"{out} is {state}; regenerate it with: day0 devices docs --out {out}",
+            print(f"{out} is {state}; regenerate it with: day0 devices docs --out {out} --force",
                   file=sys.stderr)
             return 1
         print(f"{out} is up to date")
         return 0
+    if out.exists() and not args.force:
+        raise ConfigError(f"{out} already exists; pass --force to overwrite it (or --check to compare)")
     if not out.parent.is_dir():
         raise ConfigError(f"{out.parent}: no such directory (pass --out FILE, or run from the "
                           "repository root)")

@@ -62,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
         _check_writable(args.plot, args.force, "--plot")
         if args.out and os.path.abspath(args.out) == os.path.abspath(args.plot):
             raise ConfigError("--out and --plot name the same file")
+    inputs = {os.path.abspath(p) for p in list(args.results) + list(args.sim or [])}
+    for flag, path in (("--out", args.out), ("--plot", args.plot)):
+        if path and os.path.abspath(path) in inputs:
+            raise ConfigError(f"{flag} {path} is one of the inputs; name another file")
     report = build(args.results, args.sim)
     for w in report.warnings:
         print(f"day0: warning: {w}", file=sys.stderr)

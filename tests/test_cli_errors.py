@@ -95,3 +95,12 @@ def test_an_empty_selection_is_refused(tmp_path, capsys, flag, value):
     out = tmp_path / "r.jsonl"
     _one_line_exit_2(capsys, ["conformance", flag, value, "--out", str(out)], f"{flag} names nothing")
     assert not out.exists()
+
+
+def test_a_stray_module_in_the_working_directory_shadows_nothing(tmp_path, monkeypatch, capsys):
+    """Workers put the directory a run starts in last on their path: a random.py there cannot
+    replace the standard library's."""
+    (tmp_path / "random.py").write_text("raise RuntimeError('the standard library was shadowed')\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["conformance", "--kernels", "silu_and_mul", "--out", "r.jsonl"]) == 0
+    assert "passed" in capsys.readouterr().out

@@ -159,7 +159,10 @@ class _Worker:
     def __init__(self, env: dict, log_dir: str, serial: int):
         self.log_path = os.path.join(log_dir, f"worker{serial}.log")
         self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "sdk.conformance.worker"],
+        # -P: the working directory goes last on the worker's path (the worker appends it), so a
+        # stray random.py or triton/ there cannot shadow the standard library or Triton
+        safe = ["-P"] if sys.version_info >= (3, 11) else []
+        self.proc = subprocess.Popen([sys.executable, *safe, "-m", "sdk.conformance.worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      env=env, start_new_session=True)
         os.set_blocking(self.proc.stdout.fileno(), False)
@@ -246,7 +249,7 @@ def run_items(items: Iterable[Item], on_result: Callable[[Item, dict], None], *,
         return
     env = dict(os.environ if env is None else env)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.getcwd(), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     env.setdefault("PYTHONFAULTHANDLER", "1")
     jobs = max(1, min(jobs, len(pending)))
     sel = selectors.DefaultSelector()

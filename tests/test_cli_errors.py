@@ -104,3 +104,21 @@ def test_a_stray_module_in_the_working_directory_shadows_nothing(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     assert main(["conformance", "--kernels", "silu_and_mul", "--out", "r.jsonl"]) == 0
     assert "passed" in capsys.readouterr().out
+
+
+def test_resume_refuses_a_run_of_another_mode(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["conformance", "--kernels", "silu_and_mul", "--out", "r.jsonl"]) == 0
+    capsys.readouterr()
+    before = (tmp_path / "r.jsonl").read_bytes()
+    _one_line_exit_2(capsys, ["conformance", "--kernels", "silu_and_mul", "--full", "--resume", "--out", "r.jsonl"],
+                     "mode 'quick' != 'full'")
+    assert (tmp_path / "r.jsonl").read_bytes() == before
+
+
+def test_ops_counts_a_repeated_kernel_once(capsys):
+    assert main(["ops", "--backend", "cpu_interp", "--kernels", "rmsnorm,rmsnorm", "--json"]) == 0
+    once = capsys.readouterr().out
+    assert main(["ops", "--backend", "cpu_interp", "--kernels", "rmsnorm", "--json"]) == 0
+    assert capsys.readouterr().out == once
+    _one_line_exit_2(capsys, ["ops", "--backend", "cpu_interp", "--kernels", ","], "--kernels names nothing")

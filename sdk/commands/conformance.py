@@ -178,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
         for w in rs.warnings:
             print(f"day0: warning: {w}", file=sys.stderr)
         why = rs.header.compatible(header)
+        if not why and rs.header.mode != header.mode:
+            why = f"mode '{rs.header.mode}' != '{header.mode}'"
         if why:
             raise ConfigError(f"cannot resume {out}: it holds another run ({why}); "
                               "use another --out or --force")

@@ -49,7 +49,9 @@ def run(args: argparse.Namespace) -> int:
     suite = load_suite()
     names = list(suite)
     if args.kernels:
-        names = [k.strip() for k in args.kernels.split(",") if k.strip()]
+        names = list(dict.fromkeys(k.strip() for k in args.kernels.split(",") if k.strip()))
+        if not names:
+            raise ConfigError("--kernels names nothing; give one or more comma-separated names")
         for k in names:
             if k not in suite:
                 raise UnknownName("kernel", k, list(suite))

@@ -84,7 +84,7 @@ class Item:
 
 
 def _names(text: str | None) -> list[str]:
-    return [x.strip() for x in (text or "").split(",") if x.strip()]
+    return list(dict.fromkeys(x.strip() for x in (text or "").split(",") if x.strip()))
 
 
 def select(suite: dict, *, kernels: str | None = None, models: str | None = None,

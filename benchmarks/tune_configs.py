@@ -85,23 +85,19 @@ def _timer(device: str, warmup_ms: float, rep_ms: float):
 def reference_outputs(spec: Any, case: Any, dtype: str, device: str) -> tuple[dict, dict]:
     """The seeded inputs every variant starts from, and the reference's outputs for them (once)."""
     import torch
+    from gpu_roofline import clone_inputs
     from sdk.conformance.check import case_seed
     from sdk.conformance.spec import DTYPES
     gen = torch.Generator().manual_seed(case_seed(spec.name, case.name, dtype))
     pristine = spec.make_inputs(case, DTYPES[dtype], device, gen)
-    return pristine, spec.reference(_clone(pristine), case)
-
-
-def _clone(inputs: dict) -> dict:
-    import torch
-    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    return pristine, spec.reference(clone_inputs(pristine), case)
 
 
 def measure(spec: Any, case: Any, dtype: str, pristine: dict, ref: dict, config: dict, timer) -> dict:
-    from gpu_roofline import min_bytes
+    from gpu_roofline import clone_inputs, min_bytes
     from sdk.conformance.check import compare, poison_
     row: dict[str, Any] = {"config": config}
-    inputs = _clone(pristine)
+    inputs = clone_inputs(pristine)
     for name in spec.outputs:
         if name not in spec.inplace:
             poison_(inputs[name])
@@ -115,7 +111,7 @@ def measure(spec: Any, case: Any, dtype: str, pristine: dict, ref: dict, config:
            for ok, stats in [compare(inputs[name], ref[name], spec.tolerance_for(name, dtype))] if not ok]
     if bad:
         return {**row, "status": "fail", "error": "; ".join(bad)[:300]}
-    inputs = _clone(pristine)
+    inputs = clone_inputs(pristine)
     row["ms"] = timer(lambda: spec.run(inputs, case, **config))
     row["GBps"] = min_bytes(spec, inputs) / (row["ms"] * 1e-3) / 1e9
     row["status"] = "pass"

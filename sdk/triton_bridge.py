@@ -89,7 +89,6 @@ def _code_fingerprint(backend_cls: type) -> str:
     that Triton's on-disk cache never serves a kernel lowered by different code (an upgraded or
     edited backend)."""
     import hashlib
-    import sys
     from pathlib import Path
     digest = hashlib.sha256()
     roots = [Path(__file__).parent / "ttir", Path(__file__)]

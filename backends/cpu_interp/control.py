@@ -11,6 +11,7 @@ import numpy as np
 
 from sdk.errors import KernelFault
 
+from .memory import value_dtype
 from .table import TABLE, rule
 
 
@@ -185,11 +186,6 @@ def _map_elementwise(ctx, op, *xs):
     if ctx.active is not None:
         sub.active = np.repeat(ctx.active, n)
     outs = sub.run(op.regions[0], flat)
-    res = [np.broadcast_to(np.asarray(o), (P * n,)).reshape((P,) + shape).astype(_elem_dtype(r.type), copy=False)
+    res = [np.broadcast_to(np.asarray(o), (P * n,)).reshape((P,) + shape).astype(value_dtype(r.type), copy=False)
            for o, r in zip(outs, op.results)]
     return res[0] if len(res) == 1 else res
-
-
-def _elem_dtype(t) -> np.dtype:
-    from .memory import compute_dtype
-    return compute_dtype(str(t.element))

@@ -21,6 +21,7 @@ from sdk import numerics
 from sdk.backend import DeviceArg
 from sdk.errors import KernelFault
 from sdk.numerics import numpy_dtype
+from sdk.ttir import PointerType
 
 _F32 = np.dtype(np.float32)
 
@@ -31,6 +32,12 @@ def compute_dtype(name: str) -> np.dtype:
     if name == "bf16" or name.startswith("f8"):
         return _F32
     return numpy_dtype(name)
+
+
+def value_dtype(t) -> np.dtype:
+    """The numpy dtype a TTIR value of type `t` (scalar or tensor) is held in; pointers as int64."""
+    e = t.element
+    return np.dtype(np.int64) if isinstance(e, PointerType) else compute_dtype(str(e))
 
 
 def from_raw(name: str, raw: np.ndarray) -> np.ndarray:
@@ -140,14 +147,6 @@ class Memory:
             return None
         return arg, off
 
-    def resolve(self, ctx, op, addr: np.ndarray, m: np.ndarray | None, width: int, what: str):
-        """(arg, element index array) for the addresses; masked-off lanes get index 0."""
-        found = self._single(addr, m, width)
-        if found is None:
-            a0 = int(addr.flat[0]) if m is None else int(addr.flat[int(np.argmax(m))])
-            self._fault(ctx, op, addr, m, width, what, self.find(a0) or self.nearest(a0))
-        return self._elements(op, *found, width, what)
-
     def _elements(self, op, arg: DeviceArg, off: np.ndarray, width: int, what: str):
         """Byte offsets into `arg` -> element indices (alignment checked where pointers were re-typed)."""
         if width > 1:
@@ -172,19 +171,12 @@ class Memory:
         a = addr[live].astype(np.int64)
         regions = self.args + list(self.foreign.values()) if raw else self.args
         owner = self._owners(a, width, regions)
-        if not raw:
-            if op.__dict__.get("multi_ptr"):  # lanes may address any of several arguments
-                if (owner < 0).any():
-                    bad = int(a[owner < 0][0])
-                    self._fault(ctx, op, addr, live & (addr == bad), width, what,
-                                self.find(bad) or self.nearest(bad))
-            else:
-                self._one_tensor_per_program(ctx, op, addr, live, owner, width, what)
-        elif (owner < 0).any():
-            lost = a[owner < 0]
-            if self.raw_strict:
-                bad = int(lost[0])
-                self._fault(ctx, op, addr, live & (addr == bad), width, what, self.find(bad) or self.nearest(bad))
+        lost = a[owner < 0]
+        if not raw and not op.__dict__.get("multi_ptr"):
+            self._one_tensor_per_program(ctx, op, addr, live, owner, width, what)
+        elif lost.size and (not raw or self.raw_strict):  # lanes may reach known tensors only
+            self._fault_at(ctx, op, addr, live, int(lost[0]), width, what)
+        elif lost.size:
             self._map_foreign(ctx, op, addr, live, lost, width, what)
             regions = self.args + list(self.foreign.values())
             owner = self._owners(a, width, regions)
@@ -215,9 +207,13 @@ class Memory:
         p = int(np.argmax(bad))
         row = np.zeros(addr.shape, bool)
         row[p] = live[p]
-        a0 = int(addr[p].reshape(-1)[int(np.argmax(lv[p]))])
-        arg = self.args[int(first[p])] if first[p] >= 0 else (self.find(a0) or self.nearest(a0))
-        self._fault(ctx, op, addr, row, width, what, arg)
+        if first[p] < 0:
+            self._fault_at(ctx, op, addr, row, int(addr[p].reshape(-1)[int(np.argmax(lv[p]))]), width, what)
+        self._fault(ctx, op, addr, row, width, what, self.args[int(first[p])])
+
+    def _fault_at(self, ctx, op, addr, live, bad: int, width: int, what: str) -> None:
+        """Fault for the live lanes at address `bad`, against the tensor nearest to it."""
+        self._fault(ctx, op, addr, live & (addr == bad), width, what, self.find(bad) or self.nearest(bad))
 
     @staticmethod
     def _owners(a: np.ndarray, width: int, regions: list[DeviceArg]) -> np.ndarray:
@@ -256,7 +252,7 @@ class Memory:
 
     def _mapped(self, lo: int, hi: int, write: bool) -> bool:
         """Whether [lo, hi) lies in readable (and writable) mappings of this process."""
-        for attempt in range(2):
+        for attempt in range(2):  # the second time with a fresh map (memory mapped since)
             if self._maps is None or attempt:
                 self._maps = _process_maps()
             pos = lo
@@ -267,8 +263,6 @@ class Memory:
                     pos = end
                     if pos >= hi:
                         return True
-            if pos >= hi:
-                return True
         return False
 
     def _fault(self, ctx, op, addr, m, width, what, arg):

@@ -10,27 +10,22 @@ import numpy as np
 from sdk.ttir import DenseAttr, PointerType
 
 from . import control, ops_memory, ops_tensor  # noqa: F401  (they register rules)
-from .memory import compute_dtype
+from .memory import value_dtype
 from .table import TABLE, rule
 
 __all__ = ["TABLE"]
-
-
-def _np(t) -> np.dtype:
-    e = t.element
-    return np.dtype(np.int64) if isinstance(e, PointerType) else compute_dtype(str(e))
 
 
 @rule("arith.constant")
 def _constant(ctx, op):
     v, t = op.attrs["value"], op.result.type
     if isinstance(v, DenseAttr):
-        return np.broadcast_to(np.array(v.values, dtype=_np(t)), t.shape).copy()
-    return np.array(v, dtype=_np(t))
+        return np.broadcast_to(np.array(v.values, dtype=value_dtype(t)), t.shape).copy()
+    return np.array(v, dtype=value_dtype(t))
 
 
 def _binary(fn):
-    return lambda ctx, op, a, b: np.asarray(fn(a, b)).astype(_np(op.result.type), copy=False)
+    return lambda ctx, op, a, b: np.asarray(fn(a, b)).astype(value_dtype(op.result.type), copy=False)
 
 
 for _name, _fn in {"arith.addf": np.add, "arith.subf": np.subtract, "arith.mulf": np.multiply,
@@ -55,7 +50,7 @@ def _cmp(ctx, op, a, b):
 
 @rule("arith.select")
 def _select(ctx, op, c, a, b):
-    return np.where(c, a, b).astype(_np(op.result.type), copy=False)
+    return np.where(c, a, b).astype(value_dtype(op.result.type), copy=False)
 
 
 @rule("tt.bitcast")
@@ -63,7 +58,7 @@ def _bitcast(ctx, op, x):
     t = op.result.type
     if isinstance(t.element, PointerType):
         return x
-    return np.ascontiguousarray(x).view(_np(t))
+    return np.ascontiguousarray(x).view(value_dtype(t))
 
 # element-wise arith/math rules (they override the fallbacks above)
 try:

@@ -175,12 +175,18 @@ class TensorDesc:
         return BlockPtr(self.base, self.shape, self.strides, list(offsets), self.block, self.elem)
 
 
-@rule("tt.make_tensor_descriptor")
-def _make_desc(ctx, op, base, *rest):
-    blk = op.result.type.block
+def _block_type(desc_type) -> TensorType:
+    """The block type of a `!tt.tensordesc` type."""
+    blk = desc_type.block
     if not isinstance(blk, TensorType):  # Triton 3.8 prints the block type as `<8x16xf32>`
         from sdk.ttir.types import parse_type
         blk = parse_type(f"tensor<{blk}>")
+    return blk
+
+
+@rule("tt.make_tensor_descriptor")
+def _make_desc(ctx, op, base, *rest):
+    blk = _block_type(op.result.type)
     block, elem = tuple(blk.shape), str(blk.element)
     nd = len(rest) // 2
     return TensorDesc(base, [np.asarray(s, np.int64) for s in rest[:nd]],
@@ -189,10 +195,7 @@ def _make_desc(ctx, op, base, *rest):
 
 def host_descriptor(arg, ty) -> TensorDesc:
     """A host TensorDescriptor argument (sdk.backend.TensorDescArg) as the kernel's descriptor value."""
-    blk = ty.block
-    if not isinstance(blk, TensorType):
-        from sdk.ttir.types import parse_type
-        blk = parse_type(f"tensor<{blk}>")
+    blk = _block_type(ty)
     one = lambda n: np.array([n], np.int64)
     return TensorDesc(one(arg.base.address), [one(n) for n in arg.shape], [one(n) for n in arg.strides],
                       tuple(blk.shape), str(blk.element), arg.padding)
@@ -212,27 +215,28 @@ def _desc_load(ctx, op, desc, *offsets):
     return out.reshape(out.shape[:1] + tuple(op.result.type.shape))
 
 
-@rule("tt.descriptor_store")
-def _desc_store(ctx, op, desc, *rest):
-    offsets, val = rest[:-1], rest[-1]
+def _desc_block_write(op, desc: TensorDesc, rest):
+    """(addresses, in-bounds mask, value shaped as the block) of a store-like descriptor op whose
+    operands after the descriptor are the offsets, then the value."""
+    offsets, val = rest[:-1], np.asarray(rest[-1])
     bp, dims = _desc_view(desc, offsets, None)
     addr, m = bp.addresses(dims)
-    val = np.asarray(val)
     val = np.broadcast_to(val, val.shape[:1] + tuple(op.operands[-1].type.shape))
-    ctx.mem.store(ctx, op, addr, val.reshape(val.shape[:1] + tuple(desc.block)), m, desc.elem)
+    return addr, m, val.reshape(val.shape[:1] + tuple(desc.block))
+
+
+@rule("tt.descriptor_store")
+def _desc_store(ctx, op, desc, *rest):
+    addr, m, val = _desc_block_write(op, desc, rest)
+    ctx.mem.store(ctx, op, addr, val, m, desc.elem)
 
 
 @rule("tt.descriptor_reduce")
 def _desc_reduce(ctx, op, desc, *rest):
     """An atomic read-modify-write of a whole block through a descriptor (`desc.atomic_add` ...)."""
-    offsets, val = rest[:-1], rest[-1]
     kind = str(op.attrs.get("kind") or op.attrs.get("keywords", ["add"])[0]).lower()
-    bp, dims = _desc_view(desc, offsets, None)
-    addr, m = bp.addresses(dims)
-    val = np.asarray(val)
-    val = np.broadcast_to(val, val.shape[:1] + tuple(op.operands[-1].type.shape))
-    ctx.mem.atomic(ctx, op, _RMW.get(kind, kind), addr, val.reshape(val.shape[:1] + tuple(desc.block)), m,
-                   desc.elem)
+    addr, m, val = _desc_block_write(op, desc, rest)
+    ctx.mem.atomic(ctx, op, _RMW.get(kind, kind), addr, val, m, desc.elem)
 
 
 def _gather_rows(desc: TensorDesc, rows, col):

@@ -11,16 +11,11 @@ from functools import lru_cache
 import numpy as np
 
 from sdk.errors import KernelFault
-from sdk.ttir import PointerType, ScalarType
+from sdk.ttir import PointerType
 
-from .memory import compute_dtype
+from .memory import value_dtype
 from .ops_memory import Ptrs
 from .table import rule
-
-
-def _dt(t) -> np.dtype:
-    e = t.element
-    return np.dtype(np.int64) if isinstance(e, PointerType) else compute_dtype(str(e))
 
 
 def full(x, t) -> np.ndarray:
@@ -153,7 +148,7 @@ def _histogram(ctx, op, x, mask=None):
         ok &= mask
     n = x.shape[0]
     flat = (x + np.arange(n).reshape((n,) + (1,) * (x.ndim - 1)) * nb)[ok]
-    return np.bincount(flat, minlength=n * nb).reshape(n, nb).astype(_dt(op.result.type))
+    return np.bincount(flat, minlength=n * nb).reshape(n, nb).astype(value_dtype(op.result.type))
 
 
 # ------------------------------------------------------------------------------ reduce and scan
@@ -200,7 +195,7 @@ def _reduce(ctx, op, *xs):
         if n % 2:
             comb = [np.concatenate([c, v[..., n - 1:]], axis=-1) for c, v in zip(comb, vals)]
         vals = comb
-    out = [np.ascontiguousarray(v[..., 0]).astype(_dt(r.type), copy=False) for v, r in zip(vals, op.results)]
+    out = [np.ascontiguousarray(v[..., 0]).astype(value_dtype(r.type), copy=False) for v, r in zip(vals, op.results)]
     return out[0] if len(out) == 1 else out
 
 
@@ -231,7 +226,7 @@ def _scan(ctx, op, *xs):
                 o[i] = a
         outs = [np.moveaxis(o, 0, ax) for o in outs_t]
     outs = [np.flip(o, ax) if rev else o for o in outs]
-    outs = [o.astype(_dt(r.type), copy=False) for o, r in zip(outs, op.results)]
+    outs = [o.astype(value_dtype(r.type), copy=False) for o, r in zip(outs, op.results)]
     return outs[0] if len(outs) == 1 else outs
 
 
@@ -240,7 +235,7 @@ def _scan(ctx, op, *xs):
 def _dot(ctx, op, a, b, c):
     """fp inputs (f16, bf16, fp8, f32 incl. tf32 precision) are multiplied and accumulated in fp32
     (f64 in f64); int8 in int32. tf32/tf32x3/bf16x3 input precisions are computed in full fp32."""
-    out_dt = _dt(op.result.type)
+    out_dt = value_dtype(op.result.type)
     a, b, c = _fulls(op, (a, b, c))
     if out_dt.kind in "iu":
         acc = np.matmul(a.astype(np.int64), b.astype(np.int64)) + c
@@ -270,7 +265,7 @@ def _dot_scaled(ctx, op, a, b, c, *scales):
     if b_scale is not None:
         s = _e8m0(b_scale)  # (P, N, K/32)
         bf = bf * np.swapaxes(np.repeat(s, bf.shape[-2] // s.shape[-1], axis=-1), -1, -2)
-    return (np.matmul(af, bf) + c).astype(_dt(op.result.type))
+    return (np.matmul(af, bf) + c).astype(value_dtype(op.result.type))
 
 
 def _scale_presence(op, n: int) -> tuple[bool, bool]:

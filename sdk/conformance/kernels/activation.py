@@ -69,4 +69,8 @@ register(KernelSpec(
     tolerance={"bf16": Tolerance(atol=2e-2, rtol=1e-2), "fp32": Tolerance(atol=1e-5, rtol=1.3e-5)},
     description="silu(x[:, :I]) * x[:, I:] for the fused gate/up projection, fp32 math",
     triton_kernels=(_silu_and_mul_kernel,),
+    upstream="C++ op in vLLM (torch.ops._C.silu_and_mul: SiluAndMul.forward_cuda in "
+             "model_executor/layers/activation.py, and the fused-MoE activation between the two expert GEMMs); "
+             "a dense MLP under torch.compile with custom ops off runs SiluAndMul.forward_native as "
+             "Inductor-generated Triton",
 ))

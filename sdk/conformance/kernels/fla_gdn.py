@@ -420,11 +420,27 @@ def _make(stage: str, outs: dict):
     return make_inputs
 
 
+# what each stage mirrors: FLA's chunk kernels as vLLM vendors them (vllm 0.33:
+# third_party/flash_linear_attention/ops/; 0.11: model_executor/layers/fla/ops/, same file names)
+_FLA = "vllm: third_party/flash_linear_attention/ops/"
+UPSTREAM = {
+    "gdn_chunk_cumsum": _FLA + "cumsum.py chunk_local_cumsum (chunk_local_cumsum_scalar_kernel)",
+    "gdn_chunk_scaled_dot_kkt": _FLA + "chunk_scaled_dot_kkt.py chunk_scaled_dot_kkt_fwd "
+                                       "(chunk_scaled_dot_kkt_fwd_kernel)",
+    "gdn_solve_tril": _FLA + "solve_tril.py solve_tril (solve_tril_16x16_kernel, merge_16x16_to_64x64_inverse_kernel)",
+    "gdn_wy_recompute": _FLA + "wy_fast.py recompute_w_u_fwd (recompute_w_u_fwd_kernel)",
+    "gdn_chunk_state": _FLA + "chunk_delta_h.py chunk_gated_delta_rule_fwd_h "
+                              "(chunk_gated_delta_rule_fwd_kernel_h_blockdim64)",
+    "gdn_chunk_output": _FLA + "chunk_o.py chunk_fwd_o (chunk_fwd_kernel_o)",
+}
+
+
 def _spec(name, fns, stage, outs, run, ref, description, tol=RMSE, out_tol=None):
     return register(KernelSpec(
         name=name, group="fla_gdn", models=MODELS, cases=CASES, dtypes=("bf16", "fp32"),
         make_inputs=_make(stage, outs), run=run, reference=ref, outputs=tuple(outs), tolerance=tol,
-        output_tolerance=out_tol or {}, description=description, triton_kernels=fns))
+        output_tolerance=out_tol or {}, description=description, triton_kernels=fns,
+        upstream=UPSTREAM[name]))
 
 
 def _run_cumsum(x, case):

@@ -81,7 +81,10 @@ register(KernelSpec(
     dtypes=("bf16", "fp32"), make_inputs=_make_l2, run=_run_l2, reference=_ref_l2, outputs=("y",),
     tolerance={"fp32": Tolerance(atol=1e-5, rtol=1.3e-5), "bf16": Tolerance(atol=1e-2, rtol=1e-2)},
     description="L2 normalisation of q/k rows over the head dim (eps 1e-6)",
-    triton_kernels=(gdn_l2norm_kernel,)))
+    triton_kernels=(gdn_l2norm_kernel,),
+    upstream="vllm: third_party/flash_linear_attention/ops/l2norm.py l2norm_fwd (l2norm_fwd_kernel; 0.11: "
+             "model_executor/layers/fla/ops/l2norm.py); vLLM 0.33's prefill fuses it with the gating into "
+             "fused_gdn_prefill_post_conv.py _fused_post_conv_kernel"))
 
 
 def _make_gating(case, dtype, device, gen):
@@ -121,7 +124,11 @@ register(KernelSpec(
     tolerance={"fp32": Tolerance(atol=1e-5, rtol=1e-5), "bf16": Tolerance(atol=1e-2, rtol=1e-2)},
     output_tolerance={"g": Tolerance(atol=1e-5, rtol=1e-5)},
     description="GDN gates: g = -exp(A_log) softplus(a + dt_bias) (threshold 20), beta = sigmoid(b)",
-    triton_kernels=(gdn_gating_kernel,)))
+    triton_kernels=(gdn_gating_kernel,),
+    upstream="vllm 0.11: model_executor/models/qwen3_next.py fused_gdn_gating (fused_gdn_gating_kernel); "
+             "0.33 fuses the gating into third_party/flash_linear_attention/ops/fused_gdn_prefill_post_conv.py "
+             "_fused_post_conv_kernel (prefill) and fused_sigmoid_gating.py "
+             "fused_sigmoid_gating_delta_rule_update_kernel (decode)"))
 
 
 # -------------------------------------------------------------------------------- fused recurrent
@@ -231,4 +238,6 @@ register(KernelSpec(
     tolerance={"fp32": Tolerance(rmse=2e-5), "bf16": Tolerance(rmse=8e-3)},
     output_tolerance={"state_untouched": Tolerance(exact=True)},
     description="fused recurrent gated delta rule over a slot-indexed state pool (decode / spec decode)",
-    triton_kernels=(gdn_fused_recurrent_kernel,)))
+    triton_kernels=(gdn_fused_recurrent_kernel,),
+    upstream="vllm: third_party/flash_linear_attention/ops/fused_recurrent.py fused_recurrent_gated_delta_rule "
+             "(fused_recurrent_gated_delta_rule_fwd_kernel; 0.11: model_executor/layers/fla/ops/fused_recurrent.py)"))

@@ -87,6 +87,10 @@ register(KernelSpec(
     outputs=("out",), tolerance=_TOL,
     description="RMSNorm over the hidden size, one row per program, fp32 statistics",
     triton_kernels=(_rmsnorm_kernel,),
+    upstream="vLLM IR op rms_norm (vllm/ir/ops/layernorm.py, called by RMSNorm in "
+             "model_executor/layers/layernorm.py): Inductor-generated from its PyTorch definition under "
+             "torch.compile (custom ops off, the default), else the C++ op _C.rms_norm (kernels/vllm_c.py); no "
+             "hand-written Triton",
 ))
 
 
@@ -139,6 +143,10 @@ register(KernelSpec(
     output_tolerance={"residual": Tolerance(exact=True)},
     description="residual += x, then x = RMSNorm(residual), both in place (residual add bit-exact)",
     triton_kernels=(_fused_add_rmsnorm_kernel,),
+    upstream="vLLM IR op fused_add_rms_norm (vllm/ir/ops/layernorm.py, called by RMSNorm in "
+             "model_executor/layers/layernorm.py): Inductor-generated from its PyTorch definition under "
+             "torch.compile (custom ops off, the default), else the C++ op _C.fused_add_rms_norm "
+             "(kernels/vllm_c.py); no hand-written Triton",
 ))
 
 
@@ -198,4 +206,9 @@ register(KernelSpec(
     outputs=("out",), tolerance=_TOL,
     description="y = RMSNorm(x) * w * silu(z) per head (Gated DeltaNet output norm), several rows per program",
     triton_kernels=(_gated_rmsnorm_kernel,),
+    upstream="vllm 0.33: third_party/flash_linear_attention/ops/layernorm_guard.py rmsnorm_fn "
+             "(layer_norm_fwd_kernel, norm_before_gate), reached from RMSNormGated.forward_cuda in "
+             "model_executor/layers/layernorm.py (fla_rms_norm_gated); 0.11: "
+             "model_executor/layers/fla/ops/layernorm_guard.py; the Mamba-2 mixer's norm-after-gate variant is "
+             "mamba/ops/layernorm_gated.py _layer_norm_fwd_1pass_kernel",
 ))

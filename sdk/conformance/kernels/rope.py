@@ -131,6 +131,9 @@ register(KernelSpec(
     outputs=("q", "k"), inplace=("q", "k"), tolerance=_TOL,
     description="NeoX rotary on the first rot_dim dims of q and k in place, cos/sin cache gathered by position",
     triton_kernels=(_rope_neox_kernel,),
+    upstream="Inductor-generated in vLLM (RotaryEmbedding.forward_native in "
+             "model_executor/layers/rotary_embedding/base.py under torch.compile, custom ops off); with custom "
+             "ops on, the C++ op _C.rotary_embedding (or FlashInfer's); no hand-written Triton",
 ))
 
 
@@ -242,4 +245,6 @@ register(KernelSpec(
     outputs=("q", "k"), inplace=("q", "k"), tolerance=_TOL,
     description="multimodal RoPE: each frequency takes its angle from the T, H or W position (sectioned or interleaved)",
     triton_kernels=(_mrope_kernel,),
+    upstream="vllm: model_executor/layers/rotary_embedding/mrope.py triton_mrope (_triton_mrope_forward), "
+             "MRotaryEmbedding.forward_cuda for (T, H, W) positions",
 ))

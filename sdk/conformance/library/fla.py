@@ -131,6 +131,8 @@ def _gdn_case(name: str, quick: bool, B: int, T: int, H: int, HV: int, cu=None, 
 
 library_kernel(
     FLA, name="lib_fla_chunk_gdn", group=GROUP, models=MODELS,
+    upstream="fla: fla/ops/gated_delta_rule/chunk.py chunk_gated_delta_rule (its forward and backward "
+             "Triton chains: chunk-local cumsum, KKT + triangular solve, WY recompute, chunk state, output)",
     description="fla.ops.gated_delta_rule.chunk_gated_delta_rule (prefill / training) with in-kernel "
                 "q/k L2 norm, grouped value heads, initial and final state; forward and backward "
                 "(do, dht -> dq, dk, dv, dg, dbeta, dh0). Varlen cases pack sequences with cu_seqlens "
@@ -158,6 +160,8 @@ def _recurrent_run(x: dict, case: Case) -> None:
 
 library_kernel(
     FLA, name="lib_fla_recurrent_gdn", group=GROUP, models=MODELS,
+    upstream="fla: fla/ops/gated_delta_rule/fused_recurrent.py fused_recurrent_gated_delta_rule "
+             "(fused_recurrent_gated_delta_rule_fwd_kernel)",
     description="fla.ops.gated_delta_rule.fused_recurrent_gated_delta_rule (decode: one or a few "
                 "tokens per sequence from a recurrent state [N, 32, 128, 128]); forward only (FLA "
                 "has no backward for it).",
@@ -196,6 +200,8 @@ def _l2norm_reference(x: dict, case: Case) -> dict:
 
 library_kernel(
     FLA, name="lib_fla_l2norm", group=GROUP, models=MODELS,
+    upstream="fla: fla/modules/norm/l2norm.py l2norm (l2norm_fwd_kernel, l2norm_bwd_kernel and their per-row "
+             "variants)",
     description="fla.modules.l2norm.l2norm (x / sqrt(sum x^2 + 1e-6) per head), forward and backward, "
                 "as the GDN layer normalises q and k per key head.",
     cases=(Case("qk_T64", {"T": 64, "H": 16}, source=SRC + "; 64 tokens x 16 key heads"),
@@ -258,6 +264,8 @@ CONV_TOL = {"bf16": Tolerance(atol=3e-2, rtol=1.6e-2), "fp32": Tolerance(atol=1e
 
 library_kernel(
     FLA, name="lib_fla_causal_conv1d", group=GROUP, models=MODELS,
+    upstream="fla: fla/modules/causal_conv1d/ops.py causal_conv1d, Triton backend "
+             "(causal_conv1d_fwd_kernel, causal_conv1d_bwd_kernel, compute_dh0_kernel)",
     description="fla.modules.convolution.causal_conv1d (Triton backend): depthwise causal conv of "
                 "width 4 with SiLU over the q/k/v channels, with a conv state per sequence in and "
                 "out; forward and backward (dy, dht -> dx, dw, dh0).",
@@ -294,6 +302,7 @@ def _update_reference(x: dict, case: Case) -> dict:
 
 library_kernel(
     FLA, name="lib_fla_causal_conv1d_update", group=GROUP, models=MODELS,
+    upstream="fla: fla/modules/causal_conv1d/ops.py causal_conv1d_update (causal_conv1d_update_kernel)",
     description="fla.modules.convolution.causal_conv1d_update: one decoded token per sequence, the "
                 "conv state [N, 8192, 4] shifted in place (compared bit-exact).",
     cases=(Case("decode_b4", {"N": 4, "D": 8192}, source=SRC + "; conv dim 8192, batch 4"),
@@ -336,6 +345,8 @@ def _norm_reference(x: dict, case: Case) -> dict:
 
 library_kernel(
     FLA, name="lib_fla_rmsnorm_gated", group=GROUP, models=MODELS,
+    upstream="fla: fla/modules/norm/fused_norm_gate.py FusedRMSNormGated (layer_norm_gated_fwd_kernel, "
+             "layer_norm_gated_bwd_kernel and their per-row variants)",
     description="fla.modules.FusedRMSNormGated (swish gate): RMSNorm(x) * w * silu(z) over each value "
                 "head (128), forward and backward (dx, dz, dw).",
     cases=(Case("heads_T130", {"rows": 130 * 4}, source=SRC + "; 130 tokens x 4 value heads (/8)"),

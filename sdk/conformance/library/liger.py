@@ -68,6 +68,8 @@ def _rms_reference(x: dict, case: Case) -> dict:
 
 library_kernel(
     LIGER, name="lib_liger_rms_norm", group=GROUP, models=TRAINING,
+    upstream="liger: liger_kernel/ops/rms_norm.py LigerRMSNormFunction (_rms_norm_forward_kernel, "
+             "_rms_norm_backward_kernel and the block variants), via functional.liger_rms_norm",
     description="liger_kernel.transformers.functional.liger_rms_norm: RMSNorm (llama casting: rstd in "
                 "fp32, normalised x cast back before the weight; gemma: all fp32 with weight offset "
                 "1), forward and backward (dx, dw).",
@@ -99,6 +101,8 @@ def _ln_reference(x: dict, case: Case) -> dict:
 
 library_kernel(
     LIGER, name="lib_liger_layer_norm", group=GROUP, models=(),
+    upstream="liger: liger_kernel/ops/layer_norm.py LigerLayerNormFunction (_layer_norm_forward_kernel, "
+             "_layer_norm_backward_kernel), via functional.liger_layer_norm",
     description="liger_kernel.transformers.functional.liger_layer_norm, forward and backward "
                 "(dx, dw, db).",
     cases=(Case("hidden4096_T32", {"T": 32, "D": 4096, "eps": 1e-5}, source="hidden 4096, 32 tokens"),
@@ -140,6 +144,8 @@ def _glu_reference(act):
 
 library_kernel(
     LIGER, name="lib_liger_swiglu", group=GROUP, models=TRAINING,
+    upstream="liger: liger_kernel/ops/swiglu.py LigerSiLUMulFunction (_swiglu_forward_kernel, "
+             "_swiglu_backward_kernel), via functional.liger_swiglu",
     description="liger_kernel.transformers.functional.liger_swiglu: silu(gate) * up of the MLP, "
                 "forward and backward (da, db).",
     cases=(Case("intermediate14336_T16", {"T": 16, "D": 14336}, source=LLAMA + "; 16 tokens"),
@@ -150,6 +156,8 @@ library_kernel(
 
 library_kernel(
     LIGER, name="lib_liger_geglu", group=GROUP, models=(),
+    upstream="liger: liger_kernel/ops/geglu.py LigerGELUMulFunction (_geglu_tanh_forward_kernel, "
+             "_geglu_tanh_backward_kernel), via functional.liger_geglu",
     description="liger_kernel.transformers.functional.liger_geglu: gelu(gate, tanh approximation) * up "
                 "of a GeGLU MLP, forward and backward (da, db).",
     cases=(Case("intermediate14336_T16", {"T": 16, "D": 14336}, source=GEMMA + "; 16 tokens"),
@@ -202,6 +210,7 @@ def _rope_reference(x: dict, case: Case) -> dict:
 
 library_kernel(
     LIGER, name="lib_liger_rope", group=GROUP, models=TRAINING,
+    upstream="liger: liger_kernel/ops/rope.py LigerRopeFunction (_triton_rope), via functional.liger_rope",
     description="liger_kernel.transformers.functional.liger_rope: rotate-half RoPE of q and k with "
                 "the cos/sin cache transformers builds, forward and backward (dq, dk).",
     cases=(Case("llama3_1_T16", {"B": 1, "T": 16, "HQ": 32, "HK": 8, "D": 128, "theta": 500000.0,
@@ -254,6 +263,8 @@ def _ce_reference(x: dict, case: Case) -> dict:
 
 library_kernel(
     LIGER, name="lib_liger_cross_entropy", group=GROUP, models=TRAINING,
+    upstream="liger: liger_kernel/ops/cross_entropy.py LigerCrossEntropyFunction "
+             "(liger_cross_entropy_kernel), via functional.liger_cross_entropy",
     description="liger_kernel.transformers.functional.liger_cross_entropy over the vocabulary (mean "
                 "over non-ignored tokens; the gradient is computed in the forward pass), with label "
                 "smoothing and Gemma-2's final logit softcap; forward and backward (dlogits).",
@@ -295,6 +306,9 @@ def _flce_reference(x: dict, case: Case) -> dict:
 
 library_kernel(
     LIGER, name="lib_liger_fused_linear_cross_entropy", group=GROUP, models=TRAINING,
+    upstream="liger: liger_kernel/ops/fused_linear_cross_entropy.py "
+             "LigerFusedLinearCrossEntropyFunction (chunked lm_head matmuls with liger_cross_entropy_kernel "
+             "and element_mul_kernel), via functional.liger_fused_linear_cross_entropy",
     description="liger_kernel.transformers.functional.liger_fused_linear_cross_entropy: lm_head matmul "
                 "and cross entropy chunk by chunk (logits never materialised whole), forward and "
                 "backward (dx, dw).",

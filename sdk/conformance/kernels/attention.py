@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from sdk.conformance.kernels.fit import launch_first_fit
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 LOG2E = 1.4426950408889634
@@ -85,14 +86,16 @@ def _run_prefill(x, case):
     N = cu.shape[0] - 1
     max_len = max(case.params["lens"])
     BD = triton.next_power_of_2(D)
-    if BD >= 256:
-        BLOCK_M, BLOCK_N, warps = 64, 32, 4
-    else:
-        BLOCK_M, BLOCK_N, warps = 128, 64, 8
-    grid = (triton.cdiv(max_len, BLOCK_M), HQ, N)
-    attn_prefill_gqa_gated_kernel[grid](
-        x["q"], x["k"], x["v"], x["gate"], x["o"], cu, x["scale"] * LOG2E, HQ=HQ, HKV=HKV, D=D, BD=BD,
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, PREC=_prec(x["q"]), num_warps=warps, num_stages=2)
+    # preferred tiles first; smaller ones where the target's shared memory cannot hold them
+    # (fp32 on 100 KiB parts: sm_86, sm_89, sm_120)
+    configs = [dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=2)] if BD >= 256 else \
+        [dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2)]
+    configs += [dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=1),
+                dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=1)]
+    launch_first_fit(
+        attn_prefill_gqa_gated_kernel, lambda c: (triton.cdiv(max_len, c["BLOCK_M"]), HQ, N),
+        (x["q"], x["k"], x["v"], x["gate"], x["o"], cu, x["scale"] * LOG2E), configs,
+        HQ=HQ, HKV=HKV, D=D, BD=BD, PREC=_prec(x["q"]))
 
 
 def _ref_prefill(x, case):

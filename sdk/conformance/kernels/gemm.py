@@ -4,6 +4,8 @@
 tile configuration chosen from the problem size the way serving stacks keep per-shape tables.
 `gemm_fp8_w8a8`: fp8 e4m3 activations with one scale per token and fp8 e4m3 weights with one
 scale per output channel (the "w8a8" path of FP8 checkpoints), fp32 accumulation, bf16 output.
+On a target without fp8 e4m3 (sm_80, sm_86) the operands are read as bytes and decoded exactly into
+bf16 before the dot, the weight-only path serving stacks take on Ampere.
 Shapes: Llama-3.1-8B projections (hidden 4096, intermediate 14336), Qwen3-Next attention
 projections (hidden 2048, 16 heads x 256 = 4096), 8192-token prefill and 8-token decode.
 """
@@ -13,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from sdk.conformance.kernels.quant_fp8 import _e4m3_bits_to_f32, native_fp8
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 
@@ -20,7 +23,8 @@ from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 def _gemm_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K,
                  stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn,
                  SCALED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PRECISION: tl.constexpr):
+                 BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, PRECISION: tl.constexpr,
+                 FP8_BITS: tl.constexpr = False):
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
@@ -41,6 +45,9 @@ def _gemm_kernel(a_ptr, b_ptr, c_ptr, sa_ptr, sb_ptr, M, N, K,
         k_left = K - k * BLOCK_K
         a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
         b = tl.load(b_ptrs, mask=(offs_n[None, :] < N) & (offs_k[:, None] < k_left), other=0.0)
+        if FP8_BITS:  # e4m3 bytes on a target without fp8: decoded exactly into bf16
+            a = _e4m3_bits_to_f32(a).to(tl.bfloat16)
+            b = _e4m3_bits_to_f32(b).to(tl.bfloat16)
         acc = tl.dot(a, b, acc, input_precision=PRECISION)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
@@ -66,15 +73,19 @@ def _config(m: int, n: int, k: int, itemsize: int) -> dict:
     return dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
 
 
-def _launch(a, b, c, sa=None, sb=None, **config):
+def _launch(a, b, c, sa=None, sb=None, emulate_fp8: bool = False, **config):
     m, k = a.shape
     n = b.shape[0]
     cfg = {**_config(m, n, k, a.element_size()), **config}
     grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]),)
     scaled = sa is not None
+    fp8_bits = a.dtype == torch.float8_e4m3fn and (emulate_fp8 or not native_fp8())
+    if fp8_bits:
+        a, b = a.view(torch.uint8), b.view(torch.uint8)
     _gemm_kernel[grid](a, b, c, sa if scaled else c, sb if scaled else c, m, n, k,
                        a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                       SCALED=scaled, PRECISION="ieee" if a.dtype == torch.float32 else "tf32", **cfg)
+                       SCALED=scaled, PRECISION="ieee" if a.dtype == torch.float32 else "tf32",
+                       FP8_BITS=fp8_bits, **cfg)
 
 
 # ------------------------------------------------------------------------------- bf16 / fp16 / fp32
@@ -137,7 +148,8 @@ def _fp8_inputs(case, dtype, device, gen):
 
 
 def _fp8_run(inp, case, **config):
-    _launch(inp["x"], inp["w"], inp["y"], inp["sx"], inp["sw"], **config)
+    _launch(inp["x"], inp["w"], inp["y"], inp["sx"], inp["sw"],
+            emulate_fp8=bool(case.params.get("emulate_fp8")), **config)
 
 
 def _fp8_reference(inp, case):
@@ -152,6 +164,9 @@ register(KernelSpec(
         Case("odd_M37_N96_K80", {"M": 37, "N": 96, "K": 80}, source="odd sizes: masked edges"),
         Case("llama3_1_qkv_T16", {"M": 16, "N": 192, "K": 256},
              source="Llama-3.1-8B FP8 qkv projection (4096 -> 6144) scaled down /16, 16 tokens"),
+        Case("llama3_1_qkv_T16_emulated", {"M": 16, "N": 192, "K": 256, "emulate_fp8": True},
+             source="as llama3_1_qkv_T16, through the byte decode into bf16 that targets without "
+                    "fp8e4nv (sm_80, sm_86) take, checked on every target"),
         Case("llama3_1_down_T8192", {"M": 8192, "N": 4096, "K": 14336}, quick=False,
              source="Llama-3.1-8B FP8 down projection, 8192-token prefill"),
         Case("square_8192", {"M": 8192, "N": 8192, "K": 8192}, quick=False,

@@ -6,8 +6,10 @@ that writes nothing (padding of a captured batch). Caches [num_blocks, block_siz
 With an fp8 (e4m3) cache the values are divided by a per-tensor scale (k_scale, v_scale: one fp32
 each) with a correctly rounded division and rounded to nearest-even into e4m3, so the write is
 bit-exact against the same arithmetic in PyTorch. Every slot the mapping does not name keeps its
-previous contents. Triton converts to e4m3 (fp8e4nv) only where the target has it: on NVIDIA from
-sm_89; for sm_80 / sm_86 the fp8 kernel does not compile, as vLLM's Triton KV write does not.
+previous contents. Triton converts to e4m3 (fp8e4nv) only where the target has it (on NVIDIA from
+sm_89); elsewhere the kernel rounds to e4m3 with integer operations and stores the bytes, the same
+bits (saturated at +-448 as the native conversion is), the software path serving stacks take on
+Ampere.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from sdk.conformance.kernels.quant_fp8 import _f32_to_e4m3_bits, native_fp8
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 _EXACT = Tolerance(exact=True)
@@ -26,7 +29,7 @@ def reshape_and_cache_flash_kernel(key, value, key_cache, value_cache, slot_mapp
                                    stride_kt, stride_kh, stride_vt, stride_vh, stride_cb, stride_cp,
                                    stride_ch, stride_vcb, stride_vcp, stride_vch,
                                    D: tl.constexpr, N: tl.constexpr, PAGE: tl.constexpr,
-                                   FP8: tl.constexpr, TILE: tl.constexpr):
+                                   FP8: tl.constexpr, TILE: tl.constexpr, FP8_BITS: tl.constexpr = False):
     """Program (t, i): elements i*TILE ... of token t's Hkv x D values (N = Hkv * D)."""
     t = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_mapping + t).to(tl.int64)
@@ -43,6 +46,9 @@ def reshape_and_cache_flash_kernel(key, value, key_cache, value_cache, slot_mapp
     if FP8:
         k = tl.math.div_rn(k.to(tl.float32), tl.load(k_scale))
         v = tl.math.div_rn(v.to(tl.float32), tl.load(v_scale))
+    if FP8_BITS:  # e4m3 cache viewed as bytes on a target without fp8e4nv
+        k = _f32_to_e4m3_bits(tl.minimum(tl.maximum(k, -448.0), 448.0))
+        v = _f32_to_e4m3_bits(tl.minimum(tl.maximum(v, -448.0), 448.0))
     tl.store(key_cache + page * stride_cb + pos * stride_cp + h * stride_ch + d,
              k.to(key_cache.dtype.element_ty), mask=ok)
     tl.store(value_cache + page * stride_vcb + pos * stride_vcp + h * stride_vch + d,
@@ -50,19 +56,22 @@ def reshape_and_cache_flash_kernel(key, value, key_cache, value_cache, slot_mapp
 
 
 def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, k_scale=None,
-                            v_scale=None, tile: int = 1024) -> None:
+                            v_scale=None, tile: int = 1024, emulate_fp8: bool = False) -> None:
     """The launch a serving stack makes once per attention layer and step."""
     T, HKV, D = key.shape
     PAGE = key_cache.shape[1]
     fp8 = key_cache.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
     N = HKV * D
     tile = min(tile, triton.next_power_of_2(N))
+    fp8_bits = key_cache.dtype == torch.float8_e4m3fn and (emulate_fp8 or not native_fp8())
+    if fp8_bits:
+        key_cache, value_cache = key_cache.view(torch.uint8), value_cache.view(torch.uint8)
     reshape_and_cache_flash_kernel[(T, triton.cdiv(N, tile))](
         key, value, key_cache, value_cache, slot_mapping, k_scale, v_scale,
         key.stride(0), key.stride(1), value.stride(0), value.stride(1),
         key_cache.stride(0), key_cache.stride(1), key_cache.stride(2),
         value_cache.stride(0), value_cache.stride(1), value_cache.stride(2),
-        D=D, N=N, PAGE=PAGE, FP8=fp8, TILE=tile, num_warps=4)
+        D=D, N=N, PAGE=PAGE, FP8=fp8, TILE=tile, FP8_BITS=fp8_bits, num_warps=4)
 
 
 def _slots(T: int, num_blocks: int, page: int, pad_every: int, gen: torch.Generator) -> torch.Tensor:
@@ -99,7 +108,8 @@ def _make_fp8(case, dtype, device, gen):
 
 def _run(x, case, **config):
     reshape_and_cache_flash(x["key"], x["value"], x["key_cache"], x["value_cache"], x["slot_mapping"],
-                            x["k_scale"], x["v_scale"], **config)
+                            x["k_scale"], x["v_scale"], emulate_fp8=bool(case.params.get("emulate_fp8")),
+                            **config)
 
 
 def _ref(x, case):
@@ -139,6 +149,12 @@ _CASES = (
                                       pad_every=0), quick=False,
          source="Qwen3-Next-80B-A3B: 2 KV heads x 256, block size 544, an 8192-token prefill"),
 )
+_FP8_CASES = _CASES + (
+    Case("llama_t37_h8x2_d128_p16_emulated", dict(tokens=37, HQ=8, HKV=2, D=128, page=16, num_blocks=7,
+                                                  pad_every=5, emulate_fp8=True),
+         source="as llama_t37_h8x2_d128_p16, through the integer e4m3 rounding that targets without "
+                "fp8e4nv (sm_80, sm_86) take, checked on every target"),
+)
 _MODELS = ("llama3_1", "mixtral", "qwen3_next", "qwen3_5", "gpt_oss", "glm4_5", "llama4")
 
 register(KernelSpec(
@@ -151,7 +167,7 @@ register(KernelSpec(
     triton_kernels=(reshape_and_cache_flash_kernel,), upstream=_UPSTREAM))
 
 register(KernelSpec(
-    name="kv_cache_write_fp8", group="kv_cache", models=_MODELS, cases=_CASES,
+    name="kv_cache_write_fp8", group="kv_cache", models=_MODELS, cases=_FP8_CASES,
     dtypes=("bf16", "fp16"), make_inputs=_make_fp8, run=_run, reference=_ref,
     outputs=("key_cache", "value_cache"), inplace=("key_cache", "value_cache"),
     tolerance={d: _EXACT for d in ("bf16", "fp16")},

@@ -7,7 +7,7 @@ from sdk.conformance.manifests import Manifest, load_manifests, validate_against
 from sdk.errors import ConfigError
 
 EXPECTED = {"qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3", "mamba2", "gpt_oss", "glm4_5", "kimi_k2",
-            "llama4"}
+            "llama4", "gemma3", "nemotron_h", "granite4_h", "falcon_h1", "jamba", "minimax", "qwen2_5_vl"}
 # kernels of the Gated DeltaNet and attention families, named here so the manifests can be checked
 # even where those families are not importable
 DECLARED = {
@@ -58,6 +58,48 @@ def test_gaps_are_declared():
     # a family is missing until its kernels exist; then the manifest lists the kernels instead
     assert not any("SSD" in f.family for f in manifests["mamba2"].missing)
     assert {"mamba2_ssd_prefill", "mamba2_selective_state_update"} <= set(manifests["mamba2"].kernels)
+
+
+ROPE = {"rope_neox_partial", "mrope"}
+MAMBA2 = {"causal_conv1d_prefill", "causal_conv1d_update", "mamba2_ssd_prefill", "mamba2_selective_state_update"}
+
+
+def test_hybrid_ssm_manifests():
+    m = load_manifests()
+    for name in ("nemotron_h", "granite4_h", "falcon_h1"):
+        assert MAMBA2 <= set(m[name].kernels), name
+        assert {"unified_attention", "kv_cache_write"} <= set(m[name].kernels), name
+    # no rotary embedding: Nemotron-H has none, Granite-4.0-H's is "nope", Jamba's Mamba layers carry position
+    for name in ("nemotron_h", "granite4_h", "jamba"):
+        assert not ROPE & set(m[name].kernels), name
+    assert "rope_neox_partial" in m["falcon_h1"].kernels  # attention and Mamba-2 side by side, with RoPE
+    assert m["granite4_h"].facts["position_embedding_type"] == "nope"
+    # Nemotron-H: relu^2 MLP without a gate, which the suite lacks; no SwiGLU
+    assert "silu_and_mul" not in m["nemotron_h"].kernels
+    assert any("ReLU" in f.family for f in m["nemotron_h"].missing)
+    # Jamba is Mamba-1: the conv runs through the suite's kernels, the scan and its decode step do not
+    assert {"causal_conv1d_prefill", "causal_conv1d_update", "moe_topk_softmax"} <= set(m["jamba"].kernels)
+    assert not {"mamba2_ssd_prefill", "mamba2_selective_state_update"} & set(m["jamba"].kernels)
+    assert {"Mamba-1 selective scan", "Mamba-1 selective state update"} <= {f.family for f in m["jamba"].missing}
+    # a residual scaled outside the norm: no fused residual add
+    for name in ("granite4_h", "falcon_h1", "minimax"):
+        assert "rmsnorm" in m[name].kernels and "fused_add_rmsnorm" not in m[name].kernels, name
+
+
+def test_dense_and_multimodal_manifests():
+    m = load_manifests()
+    g = m["gemma3"]
+    assert "gelu_tanh_and_mul" in g.kernels and "silu_and_mul" not in g.kernels
+    assert g.facts["hidden_activation"] == "gelu_pytorch_tanh" and g.facts["sliding_window"] == 1024
+    assert g.facts["attn_logit_softcapping"] is None and g.facts["final_logit_softcapping"] is None
+    assert {"rmsnorm", "fused_add_rmsnorm", "rope_neox_partial", "unified_attention"} <= set(g.kernels)
+    vl = m["qwen2_5_vl"]
+    assert "mrope" in vl.kernels and "rope_neox_partial" not in vl.kernels  # every token carries (t, h, w)
+    assert vl.facts["rope_scaling"]["mrope_section"] == [16, 24, 24]
+    assert any(f.family == "vision encoder" for f in vl.missing)
+    mm = m["minimax"]
+    assert {"moe_topk_softmax", "moe_fused_gemm", "unified_attention"} <= set(mm.kernels)
+    assert mm.facts["num_local_experts"] == 32 and mm.facts["num_experts_per_tok"] == 2
 
 
 def test_manifest_kernels_exist_in_the_suite():

@@ -116,15 +116,18 @@ def test_unlock_list_ranks_by_models_completed(tmp_path):
     entries = rep.unlock["my_npu/generic_npu"]
     first = entries[0]
     assert (first.kind, first.name) == ("op", "tt.dot(bf16 x bf16 -> f32)")
-    # qwen3_5 / qwen3_next also need gdn_solve_tril (tt.reduce) and causal_conv1d_update
-    # (llama3_1's attention is vLLM's unified kernel, which passes here: it needs no fix)
-    assert first.unlocks == ["deepseek_v3", "glm4_5", "llama4", "mixtral"]
-    assert first.line().startswith("tt.dot(bf16 x bf16 -> f32): unlocks deepseek_v3, glm4_5, llama4, mixtral "
-                                   "(4 models); blocks 3 kernels")
+    # qwen3_5 / qwen3_next also need gdn_solve_tril (tt.reduce) and causal_conv1d_update, and so do
+    # granite4_h and jamba (Mamba conv + MoE) (llama3_1's attention is vLLM's unified kernel, which
+    # passes here: it needs no fix)
+    assert first.unlocks == ["deepseek_v3", "glm4_5", "llama4", "minimax", "mixtral"]
+    assert first.line().startswith("tt.dot(bf16 x bf16 -> f32): unlocks deepseek_v3, glm4_5, llama4, minimax, "
+                                   "mixtral (5 models); blocks 3 kernels")
     assert first.kernels == ["attn_paged_decode", "gdn_solve_tril", "moe_fused_gemm"]
     by_name = {e.name: e for e in entries}
     conv = by_name["causal_conv1d_update"]
-    assert conv.kind == "kernel" and conv.unlocks == ["mamba2"] and "out-of-bounds" in conv.detail
+    assert conv.kind == "kernel" and conv.unlocks == ["falcon_h1", "mamba2", "nemotron_h"]
+    assert "out-of-bounds" in conv.detail
+    assert {"granite4_h", "jamba"} <= set(conv.affects) - set(conv.unlocks)  # they need tt.dot as well
     red = by_name["tt.reduce(f32 -> f32)"]
     assert red.unlocks == [] and red.kernels == ["gdn_solve_tril"]
     assert set(red.affects) == {"qwen3_5", "qwen3_next"}
@@ -134,7 +137,8 @@ def test_unlock_list_ranks_by_models_completed(tmp_path):
     assert verdicts["qwen3_5"] == NO  # gdn_solve_tril passes no item
     assert verdicts["llama3_1"] == RUNS and verdicts["mamba2"] == GAPS
     md = render(rep)
-    assert "1. missing op `tt.dot(bf16 x bf16 -> f32)`: unlocks deepseek_v3, glm4_5, llama4, mixtral (4 models)" in md
+    assert ("1. missing op `tt.dot(bf16 x bf16 -> f32)`: unlocks deepseek_v3, glm4_5, llama4, minimax, mixtral "
+            "(5 models)") in md
     # per-device counts and failure text
     dev = rep.devices[0]
     assert dev.counts["moe"]["unsupported"] == sum(

@@ -53,7 +53,8 @@ def _reference(inp, case):
 
 register(KernelSpec(
     name="silu_and_mul", group="activation",
-    models=("qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3"),
+    models=("qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3", "glm4_5", "kimi_k2", "llama4",
+            "granite4_h", "falcon_h1", "jamba", "minimax", "qwen2_5_vl"),
     cases=(
         Case("odd_T37_I1000", {"rows": 37, "inter": 1000}, source="odd sizes: masked tail"),
         Case("qwen3_next_moe_rows40_I512", {"rows": 40, "inter": 512},

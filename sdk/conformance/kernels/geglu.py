@@ -51,7 +51,7 @@ def _reference(inp, case):
 
 
 register(KernelSpec(
-    name="gelu_tanh_and_mul", group="activation", models=(),
+    name="gelu_tanh_and_mul", group="activation", models=("gemma3",),
     cases=(
         Case("odd_T37_I1000", {"rows": 37, "inter": 1000}, source="odd sizes: masked tail"),
         Case("gemma2_rows8_I9216", {"rows": 8, "inter": 9216},

@@ -30,7 +30,7 @@ from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 _TOL = {"bf16": Tolerance(atol=1e-2, rtol=1e-2), "fp32": Tolerance(atol=1e-5, rtol=1.3e-5)}
 _EXACT = Tolerance(exact=True)
-_MODELS = ("qwen3_5", "qwen3_next", "mamba2")
+_MODELS = ("qwen3_5", "qwen3_next", "mamba2", "nemotron_h", "granite4_h", "falcon_h1", "jamba")
 _NULL_BLOCK_ID = 0
 
 

@@ -109,7 +109,8 @@ def _topk_ref(inp, case):
 
 
 register(KernelSpec(
-    name="moe_topk_softmax", group="moe", models=("qwen3_5", "qwen3_next", "mixtral", "gpt_oss"),
+    name="moe_topk_softmax", group="moe",
+    models=("qwen3_5", "qwen3_next", "mixtral", "gpt_oss", "granite4_h", "jamba", "minimax"),
     cases=(
         Case("odd_T37_E60_k4", {"tokens": 37, "experts": 60, "topk": 4, "renormalize": True},
              source="odd expert count (Qwen1.5-MoE-like 60 experts)"),
@@ -255,7 +256,8 @@ def _align_reference(inp, case):
 
 register(KernelSpec(
     name="moe_align_block_size", group="moe",
-    models=("qwen3_5", "qwen3_next", "mixtral", "deepseek_v3", "kimi_k2", "glm4_5", "gpt_oss", "llama4"),
+    models=("qwen3_5", "qwen3_next", "mixtral", "deepseek_v3", "kimi_k2", "glm4_5", "gpt_oss", "llama4", "granite4_h",
+            "jamba", "minimax"),
     cases=(
         Case("odd_T37_E60_k4_bm16", {"tokens": 37, "experts": 60, "topk": 4, "block_m": 16},
              source="odd expert count, many empty experts"),
@@ -375,7 +377,7 @@ def _gemm_ref(inp, case):
 _QN = {"experts": 512, "topk": 10}
 register(KernelSpec(
     name="moe_fused_gemm", group="moe",
-    models=("qwen3_5", "qwen3_next", "mixtral", "deepseek_v3", "glm4_5", "llama4"),
+    models=("qwen3_5", "qwen3_next", "mixtral", "deepseek_v3", "glm4_5", "llama4", "granite4_h", "jamba", "minimax"),
     cases=(
         Case("odd_T37_E8_k2_gateup_N96_K80", {"tokens": 37, "experts": 8, "topk": 2, "n": 96, "k": 80,
                                              "block_m": 16, "down": False},
@@ -446,7 +448,8 @@ def _sum_ref(inp, case):
 
 register(KernelSpec(
     name="moe_sum", group="moe",
-    models=("qwen3_5", "qwen3_next", "mixtral", "deepseek_v3", "kimi_k2", "glm4_5", "gpt_oss"),
+    models=("qwen3_5", "qwen3_next", "mixtral", "deepseek_v3", "kimi_k2", "glm4_5", "gpt_oss", "granite4_h", "jamba",
+            "minimax"),
     cases=(
         Case("odd_T37_k3_H1000_weighted", {"tokens": 37, "topk": 3, "hidden": 1000, "weighted": True},
              source="odd hidden size, routing weights applied here"),

@@ -81,7 +81,9 @@ _NORM_CASES = (
 
 register(KernelSpec(
     name="rmsnorm", group="norms",
-    models=("qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3", "mamba2"),
+    models=("qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3", "mamba2", "gpt_oss", "glm4_5",
+            "kimi_k2", "llama4", "gemma3", "nemotron_h", "granite4_h", "falcon_h1", "jamba", "minimax",
+            "qwen2_5_vl"),
     cases=_NORM_CASES, dtypes=("bf16", "fp32"),
     make_inputs=_norm_inputs, run=_rmsnorm_run, reference=_rmsnorm_ref,
     outputs=("out",), tolerance=_TOL,
@@ -136,7 +138,8 @@ def _fused_ref(inp, case):
 
 register(KernelSpec(
     name="fused_add_rmsnorm", group="norms",
-    models=("qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3", "mamba2"),
+    models=("qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3", "mamba2", "gpt_oss", "glm4_5",
+            "kimi_k2", "llama4", "gemma3", "nemotron_h", "jamba", "qwen2_5_vl"),
     cases=_NORM_CASES, dtypes=("bf16", "fp32"),
     make_inputs=_fused_inputs, run=_fused_run, reference=_fused_ref,
     outputs=("x", "residual"), inplace=("x", "residual"), tolerance=_TOL,

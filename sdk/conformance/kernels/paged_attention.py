@@ -478,7 +478,8 @@ _UNIFIED_CASES = (
 
 _ATT_TOL = {"fp32": Tolerance(atol=2e-5, rtol=1e-4), "bf16": Tolerance(atol=1e-2, rtol=1e-2),
             "fp16": Tolerance(atol=2e-3, rtol=2e-3)}
-_MODELS = ("llama3_1", "mixtral", "qwen3_next", "qwen3_5", "gpt_oss", "glm4_5", "llama4")
+_MODELS = ("llama3_1", "mixtral", "qwen3_next", "qwen3_5", "gpt_oss", "glm4_5", "llama4", "gemma3", "nemotron_h",
+           "granite4_h", "falcon_h1", "jamba", "minimax", "qwen2_5_vl")
 
 register(KernelSpec(
     name="unified_attention", group="attention", models=_MODELS, cases=_UNIFIED_CASES,

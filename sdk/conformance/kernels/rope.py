@@ -112,7 +112,8 @@ def _neox_ref(inp, case):
 
 _QN = {"head_dim": 256, "rot_dim": 64, "theta": 1.0e7}
 register(KernelSpec(
-    name="rope_neox_partial", group="rope", models=_MODELS + ("llama3_1", "mixtral"),
+    name="rope_neox_partial", group="rope",
+    models=_MODELS + ("llama3_1", "mixtral", "gpt_oss", "glm4_5", "llama4", "gemma3", "falcon_h1", "minimax"),
     cases=(
         Case("odd_T37_q5_kv1_D96_rot40", {"tokens": 37, "q_heads": 5, "kv_heads": 1, "head_dim": 96,
                                           "rot_dim": 40, "theta": 1.0e4, "max_pos": 4096},
@@ -223,7 +224,7 @@ def _mrope_ref(inp, case):
 _VL = {"head_dim": 128, "rot_dim": 128, "theta": 1.0e6, "mrope_section": (16, 24, 24), "interleaved": False}
 _Q35 = {"head_dim": 256, "rot_dim": 64, "theta": 1.0e7, "mrope_section": (11, 11, 10), "interleaved": True}
 register(KernelSpec(
-    name="mrope", group="rope", models=_MODELS,
+    name="mrope", group="rope", models=("qwen3_5", "qwen2_5_vl"),
     cases=(
         Case("odd_T37_contiguous", {"tokens": 37, "q_heads": 3, "kv_heads": 1, "head_dim": 80, "rot_dim": 40,
                                     "theta": 1.0e4, "max_pos": 2048, "mrope_section": (6, 7, 7),

@@ -25,7 +25,7 @@ import triton.language as tl
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 _EXACT = Tolerance(exact=True)
-_MODELS = ("qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3", "mamba2")
+_MODELS = ("qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3", "mamba2", "minimax")
 
 
 def _llm_logits(B: int, V: int, gen: torch.Generator) -> torch.Tensor:

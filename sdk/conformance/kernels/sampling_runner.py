@@ -43,7 +43,7 @@ from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 _EXACT = Tolerance(exact=True)
 _MODELS = ("qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3", "mamba2", "gpt_oss", "glm4_5", "kimi_k2",
-           "llama4")
+           "llama4", "gemma3", "nemotron_h", "granite4_h", "falcon_h1", "jamba", "qwen2_5_vl")
 _QWEN_V, _QWEN35_V = 151936, 248320
 _U_MIN, _U_MAX = 4.6566127342e-10, 0.99999994  # the open interval the noise is drawn from (fp32)
 _PAD_SLOT_ID = -1

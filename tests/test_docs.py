@@ -13,6 +13,36 @@ def test_kernel_catalog_is_current():
     assert proc.returncode == 0, proc.stderr
 
 
+def test_kernel_catalog_check_says_how_to_fix_a_stale_file(tmp_path):
+    stale = tmp_path / "kernels.md"
+    stale.write_text("# old\n")
+    cmd = [sys.executable, "-m", "sdk.conformance.catalog", "--out", str(stale)]
+    proc = subprocess.run(cmd + ["--check"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 1 and "stale" in proc.stderr and "--force" in proc.stderr
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 2 and "--force" in proc.stderr and stale.read_text() == "# old\n"  # untouched
+    proc = subprocess.run(cmd + ["--force"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0 and stale.read_text().startswith("# Conformance kernel catalog")
+    proc = subprocess.run(cmd + ["--check"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_kernel_catalog_names_every_kernels_provenance_and_every_models_gaps():
+    from sdk.conformance.catalog import render
+    from sdk.conformance.manifests import load_manifests
+    from sdk.conformance.spec import registered
+    specs, manifests = registered(), load_manifests()
+    text = render(specs, manifests)
+    for name, spec in specs.items():
+        up = " ".join(spec.upstream.split())
+        assert up and f"| `{name}` | {spec.group} | {spec.tier} | {up.replace('|', chr(92) + '|')} |" in text, name
+        assert f"- provenance: {up}" in text, name
+    for name, m in manifests.items():
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{name}` ({m.display_name}) | "))
+        assert all(f"`{k}`" in row for k in m.kernels), name
+        assert all(f.family in row for f in m.missing) and (m.missing or row.endswith("| - |")), name
+
+
 def test_readme_starts_with_the_two_commands_and_ci_runs_the_second():
     text = (ROOT / "README.md").read_text()
     block = re.search(r"```bash\n(.*?)```", text, re.S)

@@ -147,6 +147,33 @@ def test_unlock_list_ranks_by_models_completed(tmp_path):
     assert "**error**: KernelFault: out-of-bounds load" in md
 
 
+def test_failing_kernels_say_what_they_mirror(tmp_path):
+    """The device details name, for each kernel with a failing item, the upstream kernel it mirrors
+    (its spec's provenance), in markdown, HTML and JSON; kernels that pass are not listed."""
+    from sdk.report.html import render as render_html
+    path = write(tmp_path / "npu.jsonl", "my_npu", "generic_npu", npu_outcome)
+    rep = report_of([path])
+    dev = rep.devices[0]
+    failing = {f.kernel for f in dev.failures}
+    assert failing == {"moe_fused_gemm", "attn_paged_decode", "gdn_solve_tril", "causal_conv1d_update"}
+    specs = registered()
+    assert dev.provenance == {k: " ".join(specs[k].upstream.split()) for k in sorted(failing)}
+    md = render(rep)
+    details = md[md.index("## Device details"):md.index("## What to implement next")]
+    assert "What the failing kernels mirror:" in details
+    assert "- `moe_fused_gemm`: vllm: model_executor/layers/fused_moe/fused_moe.py fused_moe_kernel" in details
+    assert "- `gdn_solve_tril`: vllm: third_party/flash_linear_attention/ops/solve_tril.py solve_tril" in details
+    assert "- `rmsnorm`:" not in details  # passed everywhere: nothing to trace
+    html = render_html(rep)
+    assert "third_party/flash_linear_attention/ops/solve_tril.py solve_tril" in html
+    data = rep.to_dict()
+    assert data["devices"][0]["provenance"]["causal_conv1d_update"].startswith(
+        "vllm: model_executor/layers/mamba/ops/causal_conv1d.py causal_conv1d_update")
+    (tmp_path / "seed").mkdir()
+    clean = report_of(seed_files(tmp_path / "seed"))  # nothing failed on the CPU: no provenance section
+    assert clean.devices[0].failures == [] and clean.devices[0].provenance == {}
+
+
 def test_simulator_columns(tmp_path):
     sim = tmp_path / "sim.json"
     sim.write_text(json.dumps({"device": "generic_npu", "kernels": {

@@ -209,6 +209,19 @@ def model_needs(records: Iterable[Record] = ()) -> dict[str, ModelNeeds]:
     return {m: ModelNeeds(m, tuple(ks)) for m, ks in sorted(by_model.items())}
 
 
+# ------------------------------------------------------------------------------ provenance
+def kernel_provenance(kernels: Iterable[str]) -> dict[str, str]:
+    """Kernel -> what it mirrors (`KernelSpec.upstream` on one line), for each of `kernels` that the
+    suite installed here registers. Reading it imports every kernel module (seconds), so a report
+    asks only for the kernels it shows, and an empty request imports nothing."""
+    wanted = sorted(set(kernels))
+    if not wanted:
+        return {}
+    from ..conformance.spec import registered
+    specs = registered()
+    return {k: " ".join(specs[k].upstream.split()) for k in wanted if k in specs and specs[k].upstream.strip()}
+
+
 # ------------------------------------------------------------------------------ simulator
 @dataclass(frozen=True)
 class SimKernel:

@@ -154,6 +154,9 @@ def render(report: Report) -> str:
                            + (f": {esc(f.detail)}" if f.detail else ""))
             if len(d.failures) > MAX_FAILURES:
                 out.append(f"- ... and {len(d.failures) - MAX_FAILURES} more")
+            if d.provenance:
+                out += ["", "What the failing kernels mirror:", ""]
+                out += [f"- `{k}`: {esc(up)}" for k, up in d.provenance.items()]
         if d.skipped:
             out += ["", "Skipped (a library the library tier calls is not installed here):", ""]
             out += [f"- {lib}: {esc(detail)}" for lib, detail in sorted(d.skipped.items())]

@@ -128,6 +128,7 @@ class DeviceReport:
     failures: list[Failure]
     skipped: dict[str, str] = field(default_factory=dict)  # library -> what to install (its items)
     delegation: str = ""   # "" when every item ran on the backend's own rules; else what borrowed
+    provenance: dict[str, str] = field(default_factory=dict)  # failing kernel -> what it mirrors
 
 
 def delegation_text(records: list[Record]) -> str:
@@ -262,6 +263,10 @@ def build_report(inputs: Inputs, needs: dict[str, ModelNeeds], sims: list[SimRes
     for m in models:
         m.end_to_end = {key: end_to_end([r for r in recs if r.kernel == m.name]) for key, recs in whole.items()}
     devices = [device_report(c) for c in inputs.columns]
+    from .inputs import kernel_provenance
+    mirrors = kernel_provenance(f.kernel for d in devices for f in d.failures)
+    for d in devices:
+        d.provenance = {k: mirrors[k] for k in dict.fromkeys(f.kernel for f in d.failures) if k in mirrors}
     unlock = {c.column.key: model_tier_unlocks(unlock_list(k.records, needs), whole[c.column.key])
               for c, k in zip(inputs.columns, kernel_cols)}
     from .nextsteps import headline

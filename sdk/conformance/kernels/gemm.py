@@ -119,7 +119,7 @@ _DENSE_CASES = (
 register(KernelSpec(
     name="gemm_bf16", group="gemm",
     models=("qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3", "mamba2", "gpt_oss", "glm4_5",
-            "kimi_k2", "llama4"),
+            "kimi_k2", "llama4", "gemma3", "nemotron_h", "granite4_h", "falcon_h1", "jamba", "minimax", "qwen2_5_vl"),
     cases=_DENSE_CASES, dtypes=("bf16", "fp16", "fp32"),
     make_inputs=_dense_inputs, run=_dense_run, reference=_dense_reference, outputs=("y",),
     tolerance={"bf16": Tolerance(atol=2e-2, rtol=1.6e-2), "fp16": Tolerance(atol=2e-3, rtol=2e-3),

@@ -155,7 +155,8 @@ _FP8_CASES = _CASES + (
          source="as llama_t37_h8x2_d128_p16, through the integer e4m3 rounding that targets without "
                 "fp8e4nv (sm_80, sm_86) take, checked on every target"),
 )
-_MODELS = ("llama3_1", "mixtral", "qwen3_next", "qwen3_5", "gpt_oss", "glm4_5", "llama4")
+_MODELS = ("llama3_1", "mixtral", "qwen3_next", "qwen3_5", "gpt_oss", "glm4_5", "llama4", "gemma3", "nemotron_h",
+           "granite4_h", "falcon_h1", "jamba", "minimax", "qwen2_5_vl")
 
 register(KernelSpec(
     name="kv_cache_write", group="kv_cache", models=_MODELS, cases=_CASES,

@@ -13,11 +13,16 @@ part. models.md's table lists the signals; beyond it:
   MoE routing          by model type (ROUTING), as its transformers router computes it: softmax top-k,
                        top-k then sigmoid (Llama 4), or sigmoid scores with a correction bias and
                        group-limited top-k (DeepSeek-V3, GLM-4.5, Nemotron-H)
-  positions            RoPE (NeoX; partial; interleaved for Llama 4 and MLA; mRoPE) unless the model
-                       type has none (NO_ROPE) or turns it off (Granite-4.0-H without
-                       position_embedding_type "rope")
+  positions            RoPE (NeoX; partial; interleaved for MLA; mRoPE) unless the model type has none
+                       (NO_ROPE) or turns it off (Granite-4.0-H without position_embedding_type
+                       "rope"); Llama 4 rotates adjacent pairs, but serving stacks permute its q/k
+                       weights at load time and rotate halves (NEOX_AFTER_PERMUTE)
   quantization_config  fp8 (quant_method fp8, or compressed-tensors / modelopt groups of 8-bit
-                       floats), NVFP4, MXFP4, int4 / int8
+                       floats), NVFP4, MXFP4, int4, int8 (compressed-tensors int groups, or the
+                       block-INT8 / channel-INT8 checkpoints' blockwise_int8 / w8a8_int8); the MoE
+                       experts of a quantized MoE model are a family of their own
+  MTP layers           num_nextn_predict_layers / mtp_num_hidden_layers > 0: the model ships a draft
+                       for speculative decoding, verified by the rejection sampler
 What the tables do not know (a model type transformers does not know, a layer type, an activation,
 a MoE router, a quantization scheme) is reported as "cannot classify: <what>", a family no suite
 kernel covers, so such a model is never called ready.
@@ -36,50 +41,68 @@ from ..errors import ConfigError
 #: family -> the suite kernels that cover it (empty: the suite has no kernel for it yet)
 FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     "RMSNorm": ("rmsnorm", "fused_add_rmsnorm"),
+    "RMSNorm (residual added outside the norm)": ("rmsnorm",),
     "SiLU-and-mul": ("silu_and_mul",),
-    "GeGLU (GELU-and-mul)": (),
-    "attention prefill (gated, varlen)": ("attn_prefill_gqa_gated",),
-    "attention prefill (causal GQA, no output gate)": (),
-    "attention (paged decode)": ("attn_paged_decode",),
-    "sampling (top-k/top-p)": ("sampling_topk_topp_mask", "sampling_draw"),
+    "GeGLU (tanh GELU-and-mul)": ("gelu_tanh_and_mul",),
+    "GeGLU (exact GELU-and-mul)": (),
+    # vLLM's Triton attention backend: one kernel for prefill and decode over the paged KV cache,
+    # written by the cache-write kernel; small decode batches split the context (split-KV)
+    "attention prefill (gated, varlen)": ("attn_prefill_gqa_gated", "kv_cache_write"),
+    "attention prefill (causal GQA, no output gate)": ("unified_attention", "kv_cache_write"),
+    "attention (paged decode)": ("unified_attention", "unified_attention_split_kv"),
+    # vLLM 0.33's model runner: temperature, top-k / top-p and the draw run as Triton every step
+    "sampling (top-k/top-p)": ("sampling_temperature", "sampling_topk_topp_pivot", "sampling_gumbel"),
+    "model runner inputs (positions, slot mapping)": ("runner_positions_slot_mapping",),
+    "speculative decoding (rejection sampler)": ("spec_rejection_greedy", "spec_rejection_random", "spec_expand",
+                                                 "spec_recovered_tokens"),
     "RoPE (NeoX)": ("rope_neox_partial",),
     "partial RoPE": ("rope_neox_partial",),
-    "interleaved RoPE": (),
+    "interleaved RoPE": ("rope_gptj_yarn",),
     "mRoPE": ("mrope",),
     "Gated DeltaNet": ("gdn_chunk_cumsum", "gdn_chunk_scaled_dot_kkt", "gdn_solve_tril", "gdn_wy_recompute",
                        "gdn_chunk_state", "gdn_chunk_output", "gdn_l2norm", "gdn_gating",
                        "gdn_fused_recurrent"),
     "gated RMSNorm": ("gated_rmsnorm",),
-    "gated RMSNorm (Mamba-2, per group)": (),
+    "gated RMSNorm, norm after gate (Mamba-2)": ("gated_rmsnorm_grouped",),
     "causal conv1d": ("causal_conv1d_prefill", "causal_conv1d_update"),
     "fused MoE": ("moe_align_block_size", "moe_fused_gemm", "moe_sum"),
+    "fused MoE with quantized experts (align, combine)": ("moe_align_block_size", "moe_sum"),
     "top-k softmax routing": ("moe_topk_softmax",),
-    "grouped top-k routing": (),
-    "top-k sigmoid routing": (),
-    "shared-expert sigmoid gate": (),
-    "fp8 block-scaled GEMM": (),
+    "grouped top-k routing": ("moe_grouped_topk_sigmoid",),
+    "top-k sigmoid routing": ("moe_topk_sigmoid",),
+    "shared-expert sigmoid gate": ("shared_expert_sigmoid_gate",),
+    "fp8 block-scaled GEMM": ("gemm_fp8_block_w8a8", "fp8_per_token_group_quant"),
+    "fp8 block-scaled MoE experts": ("moe_fused_gemm_fp8_block", "fp8_per_token_group_quant"),
     "dense GEMM": ("gemm_bf16",),
     "fp8 GEMM (w8a8, per-token/per-channel scales)": ("gemm_fp8_w8a8",),
     "fp8 weight-only GEMM (w8a16)": (),
-    "int8 GEMM (w8a8)": (),
-    "MLA": (),
+    "int8 block-scaled GEMM": ("gemm_int8_block_w8a8", "int8_per_token_group_quant"),
+    "int8 GEMM (w8a8, per-channel scales)": (),   # vLLM: CUTLASS scaled_mm, C++ activation quantisation
+    "int8 MoE experts (w8a8)": (),                # vLLM: fused_moe_kernel in int8 after per_token_quant_int8
+    "fp8 MoE experts (per-tensor/per-channel scales)": (),
+    "MLA decode (latent cache)": ("mla_decode", "mla_cache_write"),
+    "MLA prefill": (),
     "LayerNorm": (),
     "GELU (non-gated MLP)": (),
-    "ReLU² (non-gated MLP)": (),
+    "ReLU² (non-gated MLP)": ("relu2",),
     "attention (bidirectional, encoder)": (),
-    "ALiBi attention": (),
-    "attention with sinks": (),
-    "chunked local attention": (),
+    "ALiBi attention": ("unified_attention",),
+    "attention with sinks": ("unified_attention",),
+    # chunk-local attention runs as chunk-local virtual sequences through the same kernel
+    "chunked local attention": ("unified_attention",),
     "clamped SwiGLU (swiglu_limit)": (),
+    "clamped SwiGLU fused in the MXFP4 experts": ("moe_mxfp4_gemm",),
     "MXFP4 GEMM": (),
+    "MXFP4 MoE experts": ("moe_mxfp4_gemm",),
     "NVFP4 GEMM": (),
     "int4 weight-only GEMM (w4a16)": (),
     "Mamba-1 selective scan": (),
-    "Mamba-2 SSD": (),
-    "selective state update": (),
-    "lightning attention (MiniMax linear attention)": (),
-    "soft-capped attention": (),
-    "sliding-window attention": (),
+    "Mamba-2 SSD": ("mamba2_ssd_prefill",),
+    "selective state update (Mamba-2)": ("mamba2_selective_state_update",),
+    "selective state update (Mamba-1)": ("mamba1_selective_state_update",),
+    "lightning attention (MiniMax linear attention)": ("lightning_attn_prefill", "lightning_attn_decode"),
+    "soft-capped attention": ("unified_attention",),
+    "sliding-window attention": ("unified_attention",),
 }
 UNCLASSIFIED = "cannot classify"
 
@@ -180,13 +203,30 @@ NO_ROPE = {"gpt2": "learned absolute positions", "opt": "learned absolute positi
            "gpt_bigcode": "learned absolute positions", "bloom": "ALiBi", "mpt": "ALiBi",
            "jamba": "none (the Mamba layers carry position)",
            "nemotron_h": "none (no rotary embedding; the Mamba layers carry position)"}
-#: model types that rotate adjacent pairs (GPT-J style) rather than halves (NeoX style)
-INTERLEAVED_ROPE = {"llama4_text": "llama4_text rotates adjacent pairs (complex multiplication)"}
+#: model types that rotate adjacent pairs (GPT-J style) rather than halves (NeoX style), but whose q/k
+#: weights serving stacks permute at load time so that rotating halves gives the same result
+NEOX_AFTER_PERMUTE = {"llama4_text": "llama4_text rotates adjacent pairs; vLLM permutes the q/k weights at load "
+                                     "and rotates halves (Llama4ForCausalLM.permute_qk_weight_for_rotary)"}
+#: config fields that give the number of multi-token-prediction layers a checkpoint ships
+MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 #: model types with LayerNorm (not RMSNorm), and with a non-gated MLP (up, act, down)
 LAYERNORM = frozenset({"gpt2", "opt", "gpt_bigcode", "bloom", "mpt", "falcon", "gpt_neox", "gptj", "phi",
                        "starcoder2"})
 NON_GATED_MLP = LAYERNORM | {"nemotron", "nemotron_h"}
+#: model types that scale the residual stream before adding to it, so the add is not fused into the norm
+SCALED_RESIDUAL = {**dict.fromkeys(("granite", "granitemoe", "granitemoeshared", "granitemoehybrid"),
+                                   "residual_multiplier scales each block's output"),
+                   "falcon_h1": "the attention and Mamba branches are scaled by their multipliers and summed",
+                   "minimax": "the residual and the block output are scaled by the layer's alpha / beta factors"}
 FIXED_ACT = {"bloom": "gelu", "mpt": "gelu", "falcon": "gelu"}
+
+#: dense quantized GEMM family -> the family of a MoE model's routed experts in the same format
+MOE_QUANT = {"fp8 block-scaled GEMM": "fp8 block-scaled MoE experts",
+             "fp8 GEMM (w8a8, per-token/per-channel scales)": "fp8 MoE experts (per-tensor/per-channel scales)",
+             "int8 block-scaled GEMM": "int8 MoE experts (w8a8)",
+             "int8 GEMM (w8a8, per-channel scales)": "int8 MoE experts (w8a8)"}
+#: what "fused MoE" becomes when the experts are quantized (their GEMM is the experts' family)
+QUANT_MOE = "fused MoE with quantized experts (align, combine)"
 
 GDN, MAMBA1, MAMBA2, LIGHTNING = "Gated DeltaNet", "Mamba-1", "Mamba-2", "lightning attention"
 ATTN, SLIDING, CHUNKED, MOE_LAYER, MLP_LAYER = "attention", "sliding", "chunked", "MoE layer", "MLP layer"
@@ -259,6 +299,10 @@ def _quantization(q: Any) -> list[tuple[str, str]]:
         return [("MXFP4 GEMM", why)]
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin") and q.get("bits", 4) == 4:
         return [("int4 weight-only GEMM (w4a16)", why)]
+    if method == "blockwise_int8":  # block-INT8 checkpoints: int8 weight blocks, activations per token group
+        return [("int8 block-scaled GEMM", f"{why}, weight_block_size={q.get('weight_block_size')}")]
+    if method == "w8a8_int8":       # channel-INT8 checkpoints: per-channel weights, dynamic per-token activations
+        return [("int8 GEMM (w8a8, per-channel scales)", why)]
     if method == "modelopt":
         algo = str(q.get("quant_algo", "")).upper()
         found = {"FP8": "fp8 GEMM (w8a8, per-token/per-channel scales)", "NVFP4": "NVFP4 GEMM"}.get(algo)
@@ -296,7 +340,7 @@ def _ct_group(name: str, g: Any, fmt: Any) -> tuple[str, str]:
     if kind == "int" and bits == 4 and not act_bits:
         return "int4 weight-only GEMM (w4a16)", detail
     if kind == "int" and bits == 8 and act_bits == 8:
-        return "int8 GEMM (w8a8)", detail
+        return ("int8 block-scaled GEMM" if strategy == "block" else "int8 GEMM (w8a8, per-channel scales)"), detail
     return f"{UNCLASSIFIED}: compressed-tensors scheme {kind} {bits}-bit ({fmt or 'no format'})", detail
 
 
@@ -344,6 +388,8 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
     if mt in LAYERNORM or encoder or (not ssm and _get(c, "rms_norm_eps") is None and
                                       _get(c, "layer_norm_eps", "layer_norm_epsilon") is not None):
         need("LayerNorm", f"model_type={mt}")
+    elif mt in SCALED_RESIDUAL:
+        need("RMSNorm (residual added outside the norm)", f"model_type={mt}: {SCALED_RESIDUAL[mt]}")
     else:
         need("RMSNorm", f"model_type={mt}")
     need("dense GEMM", "every model (projections, lm_head)")
@@ -361,17 +407,25 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
         if encoder:
             need("GELU (non-gated MLP)" if gelu else "SiLU-and-mul", f"{why} (encoder MLP)")
         elif _get(c, "swiglu_limit") is not None:
-            need("clamped SwiGLU (swiglu_limit)", f"swiglu_limit={c.swiglu_limit}")
+            mxfp4_experts = moe and any(f == "MXFP4 GEMM" for f, _ in _quantization(data.get("quantization_config")))
+            need("clamped SwiGLU fused in the MXFP4 experts" if mxfp4_experts else "clamped SwiGLU (swiglu_limit)",
+                 f"swiglu_limit={c.swiglu_limit}")
         elif mt in NON_GATED_MLP and (gelu or act == "relu2"):
             need("GELU (non-gated MLP)" if gelu else "ReLU² (non-gated MLP)", f"{why} (no gate projection)")
         elif mt not in NON_GATED_MLP and act in ("silu", "swish"):
             need("SiLU-and-mul", why)
         elif mt not in NON_GATED_MLP and gelu:
-            need("GeGLU (GELU-and-mul)", why)
+            tanh = act in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu_tanh")
+            need("GeGLU (tanh GELU-and-mul)" if tanh else "GeGLU (exact GELU-and-mul)", why)
         else:
             need(f"{UNCLASSIFIED}: MLP activation '{act or 'none'}' of model_type {mt}", why)
     if not encoder:
         need("sampling (top-k/top-p)", "every model")
+        need("model runner inputs (positions, slot mapping)", "every model served with a paged cache")
+        mtp = next(((k, v) for k in MTP_KEYS if isinstance(v := _get(c, k), int) and v > 0), None)
+        if mtp:
+            need("speculative decoding (rejection sampler)",
+                 f"{mtp[0]}={mtp[1]} (multi-token-prediction layers: a draft for speculative decoding)")
 
     # ------------------------------------------------------------------ attention
     mla = ATTN in mixers and _get(c, "kv_lora_rank") is not None
@@ -393,7 +447,9 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
                                                 ("attn_logit_softcapping", "final_logit_softcapping")
                                                 if _get(c, k)))
     if mla:
-        need("MLA", f"kv_lora_rank={c.kv_lora_rank}, q_lora_rank={_get(c, 'q_lora_rank')}")
+        lora = f"kv_lora_rank={c.kv_lora_rank}, q_lora_rank={_get(c, 'q_lora_rank')}"
+        need("MLA decode (latent cache)", lora)
+        need("MLA prefill", f"{lora} (prefill attends with up-projected keys and values)")
         if _get(c, "qk_rope_head_dim"):
             need("interleaved RoPE" if _get(c, "rope_interleave") else "RoPE (NeoX)",
                  f"qk_rope_head_dim={c.qk_rope_head_dim} (MLA's rotary part)")
@@ -415,8 +471,8 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
         if any("mrope_section" in r for r in ropes):
             sec = next(r for r in ropes if "mrope_section" in r)
             need("mRoPE", f"mrope_section={sec['mrope_section']}" + (" (interleaved)" if sec.get("mrope_interleaved") else ""))
-        elif mt in INTERLEAVED_ROPE:
-            need("interleaved RoPE", INTERLEAVED_ROPE[mt])
+        elif mt in NEOX_AFTER_PERMUTE:
+            need("RoPE (NeoX)", NEOX_AFTER_PERMUTE[mt])
         elif any(0 < p < 1 for p in prf):
             need("partial RoPE", f"partial_rotary_factor={min(prf)}")
         else:
@@ -429,10 +485,14 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
         for f in ("Gated DeltaNet", "causal conv1d", "gated RMSNorm"):
             need(f, why_mix[GDN])
     if MAMBA2 in mixers:
-        for f in ("Mamba-2 SSD", "selective state update", "causal conv1d", "gated RMSNorm (Mamba-2, per group)"):
+        for f in ("Mamba-2 SSD", "selective state update (Mamba-2)", "causal conv1d"):
             need(f, why_mix[MAMBA2])
+        if _get(c, "mamba_rms_norm") is not False:  # Falcon-H1's default False: the mixer only gates, silu(z)
+            groups = _get(c, "n_groups", "mamba_n_groups")
+            need("gated RMSNorm, norm after gate (Mamba-2)",
+                 why_mix[MAMBA2] + (f", norm(x * silu(z)) over {groups} group(s)" if groups else ""))
     if MAMBA1 in mixers:
-        for f in ("Mamba-1 selective scan", "selective state update", "causal conv1d"):
+        for f in ("Mamba-1 selective scan", "selective state update (Mamba-1)", "causal conv1d"):
             need(f, why_mix[MAMBA1])
     if LIGHTNING in mixers:
         need("lightning attention (MiniMax linear attention)", why_mix[LIGHTNING])
@@ -452,7 +512,15 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
 
     # ------------------------------------------------------------------ quantization
     for fam, why in _quantization(data.get("quantization_config")):
+        if moe and fam == "MXFP4 GEMM":  # MXFP4 checkpoints (gpt-oss) quantize the experts only
+            need("MXFP4 MoE experts", why)
+            continue
         need(fam, why)
+        if moe and fam in MOE_QUANT:  # the routed experts run the fused-MoE kernel in that format
+            need(MOE_QUANT[fam], why)
+    if moe and any(f in fams for f in ("MXFP4 MoE experts", *MOE_QUANT.values())):
+        # quantized experts: their GEMM is the family above; routing metadata and the combine stay
+        fams = {(QUANT_MOE if f == "fused MoE" else f): w for f, w in fams.items()}
     return [Family(name, why) for name, why in fams.items()]
 
 

@@ -81,7 +81,8 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     "int8 MoE experts (w8a8)": (),                # vLLM: fused_moe_kernel in int8 after per_token_quant_int8
     "fp8 MoE experts (per-tensor/per-channel scales)": (),
     "MLA decode (latent cache)": ("mla_decode", "mla_cache_write"),
-    "MLA prefill": (),
+    # chunked prefill: new tokens and cached-context chunks attended apart, merged by log-sum-exp
+    "MLA prefill": ("mla_prefill", "merge_attn_states"),
     "LayerNorm": (),
     "GELU (non-gated MLP)": (),
     "ReLU² (non-gated MLP)": ("relu2",),

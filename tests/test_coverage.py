@@ -297,6 +297,24 @@ def test_int8_quantization(tmp_path, quant, family, kernels):
     assert moe["fused MoE with quantized experts (align, combine)"] == ["moe_align_block_size", "moe_sum"]
 
 
+def test_a_lora_adapter_config_calls_for_the_lora_kernels_and_names_its_base(tmp_path, capsys):
+    path = CONFIGS / "llama3_2_1b_lora_adapter.json"
+    needs = config_needs(path)
+    assert needs.model_type == "lora adapter" and not needs.multimodal
+    fams = {f.name: f.kernels for f in needs.families}
+    assert fams["LoRA adapters (shrink / expand)"] == covered_by("lora_shrink", "lora_expand")
+    assert "r=64" in why(path, "LoRA adapters (shrink / expand)")
+    # the adapter alone says nothing about its base model's kernels: said, never guessed, never ready
+    assert needs.unclassified == ["cannot classify: the base model of this adapter "
+                                  "(meta-llama/Llama-3.2-1B-Instruct): read its own config.json for it"]
+    paths = [str(p) for p in seed_files(tmp_path)]
+    assert main(["coverage", "--config", str(path), "--results", *paths, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["devices"] and all(d["ready"] is False for d in data["devices"])
+    other = _write(tmp_path, {**json.loads(path.read_text()), "peft_type": "IA3"}, "ia3.json")
+    assert "cannot classify: adapter peft_type 'IA3'" in config_needs(other).unclassified
+
+
 # ----------------------------------------------------------------------- what cannot be classified
 def test_unknown_model_type_is_not_guessed(tmp_path, capsys):
     path = CONFIGS / "kimi_k2_subset.json"

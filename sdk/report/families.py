@@ -23,6 +23,8 @@ part. models.md's table lists the signals; beyond it:
                        experts of a quantized MoE model are a family of their own
   MTP layers           num_nextn_predict_layers / mtp_num_hidden_layers > 0: the model ships a draft
                        for speculative decoding, verified by the rejection sampler
+  adapter configs      a PEFT adapter_config.json with peft_type LORA: the multi-LoRA kernels (shrink,
+                       expand); its base model is named, not classified (its own config.json says)
 What the tables do not know (a model type transformers does not know, a layer type, an activation,
 a MoE router, a quantization scheme) is reported as "cannot classify: <what>", a family no suite
 kernel covers, so such a model is never called ready.
@@ -83,6 +85,7 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     "MLA decode (latent cache)": ("mla_decode", "mla_cache_write"),
     # chunked prefill: new tokens and cached-context chunks attended apart, merged by log-sum-exp
     "MLA prefill": ("mla_prefill", "merge_attn_states"),
+    "LoRA adapters (shrink / expand)": ("lora_shrink", "lora_expand"),
     "LayerNorm": (),
     "GELU (non-gated MLP)": (),
     "ReLU² (non-gated MLP)": ("relu2",),
@@ -158,6 +161,8 @@ def load_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], bool]:
         raise ConfigError(f"{p}: cannot read config ({' '.join(str(exc).split())[:120]})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: a model config is a JSON object, not {type(data).__name__}")
+    if isinstance(data.get("peft_type"), str):  # a PEFT adapter_config.json: what it adds to its base model
+        return data, False
     text = data.get("text_config")
     if text is not None and not isinstance(text, dict):
         raise ConfigError(f"{p}: text_config must be an object")
@@ -345,6 +350,21 @@ def _ct_group(name: str, g: Any, fmt: Any) -> tuple[str, str]:
     return f"{UNCLASSIFIED}: compressed-tensors scheme {kind} {bits}-bit ({fmt or 'no format'})", detail
 
 
+def _adapter_families(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(family, why) of a PEFT adapter config: LoRA's kernels, and its base model named as what this
+    file cannot classify (the base model's own config.json says what it needs)."""
+    kind = data["peft_type"]
+    if kind.upper() == "LORA":
+        modules = data.get("target_modules")
+        modules = ", ".join(map(str, modules)) if isinstance(modules, list) else str(modules)
+        out = [("LoRA adapters (shrink / expand)", f"peft_type={kind}, r={data.get('r')}, target_modules={modules}")]
+    else:
+        out = [(f"{UNCLASSIFIED}: adapter peft_type '{kind}'", "peft_type")]
+    base = data.get("base_model_name_or_path") or "not named"
+    return out + [(f"{UNCLASSIFIED}: the base model of this adapter ({base}): read its own config.json for it",
+                   "base_model_name_or_path")]
+
+
 def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
     """The families a config (as its file has it) calls for; what cannot be classified is a family
     named "cannot classify: ..."."""
@@ -355,6 +375,10 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
         if why not in fams[name]:
             fams[name].append(why)
 
+    if isinstance(data.get("peft_type"), str):
+        for name, why in _adapter_families(data):
+            need(name, why)
+        return [Family(n, w) for n, w in fams.items()]
     c, problem = text_model(data, where)
     if c is None:
         need(problem, "model_type")
@@ -538,4 +562,6 @@ def config_needs(path: str | os.PathLike[str], suite_kernels: set[str] | None = 
         f.kernels = list(ks) if ks and all(k in suite_kernels for k in ks) else []
     text = data.get("text_config") if multimodal else None
     model_type = str((text or {}).get("model_type") or data.get("model_type", "?"))
+    if isinstance(data.get("peft_type"), str):
+        model_type = f"{data['peft_type'].lower()} adapter"
     return ConfigNeeds(str(path), model_type, multimodal, fams)

@@ -74,13 +74,20 @@ def test_hybrid_ssm_manifests():
         assert not ROPE & set(m[name].kernels), name
     assert "rope_neox_partial" in m["falcon_h1"].kernels  # attention and Mamba-2 side by side, with RoPE
     assert m["granite4_h"].facts["position_embedding_type"] == "nope"
-    # Nemotron-H: relu^2 MLP without a gate, which the suite lacks; no SwiGLU
-    assert "silu_and_mul" not in m["nemotron_h"].kernels
-    assert any("ReLU" in f.family for f in m["nemotron_h"].missing)
-    # Jamba is Mamba-1: the conv runs through the suite's kernels, the scan and its decode step do not
-    assert {"causal_conv1d_prefill", "causal_conv1d_update", "moe_topk_softmax"} <= set(m["jamba"].kernels)
+    # Nemotron-H: relu^2 MLP without a gate; no SwiGLU
+    assert "relu2" in m["nemotron_h"].kernels and "silu_and_mul" not in m["nemotron_h"].kernels
+    # the Mamba-2 mixers normalise after the gate, per group (8 in Nemotron-H, 1 in Granite-4.0-H);
+    # Falcon-H1's mixer has no norm (mamba_rms_norm false)
+    for name in ("nemotron_h", "granite4_h"):
+        assert "gated_rmsnorm_grouped" in m[name].kernels and "gated_rmsnorm" not in m[name].kernels, name
+    assert not {"gated_rmsnorm_grouped", "gated_rmsnorm"} & set(m["falcon_h1"].kernels)
+    assert m["falcon_h1"].facts["mamba_rms_norm"] is False
+    # Jamba is Mamba-1: conv and decode step run through the suite's kernels, the prefill scan (a C++ op
+    # in vLLM) does not
+    assert {"causal_conv1d_prefill", "causal_conv1d_update", "mamba1_selective_state_update",
+            "moe_topk_softmax"} <= set(m["jamba"].kernels)
     assert not {"mamba2_ssd_prefill", "mamba2_selective_state_update"} & set(m["jamba"].kernels)
-    assert {"Mamba-1 selective scan", "Mamba-1 selective state update"} <= {f.family for f in m["jamba"].missing}
+    assert [f.family for f in m["jamba"].missing] == ["Mamba-1 selective scan"]
     # a residual scaled outside the norm: no fused residual add
     for name in ("granite4_h", "falcon_h1", "minimax"):
         assert "rmsnorm" in m[name].kernels and "fused_add_rmsnorm" not in m[name].kernels, name

@@ -292,6 +292,100 @@ def _precision(dtype: torch.dtype):
     return "ieee" if dtype == torch.float32 else None
 
 
+def _tile(dtype: torch.dtype) -> int:
+    """fp32 dots run on FMA units: smaller tiles, no spills."""
+    return 32 if dtype == torch.float32 else 64
+
+
+def ssd_chunk_cumsum(dt, A, dt_bias, cu_chunk_seqlens, chunk_size, dt_out, dA_cs, dt_softplus=True,
+                     dt_limit=(0.0, float("inf"))):
+    """Stage 1: dt' and the within-chunk cumsum of A dt' of every chunk, into dt_out and dA_cs
+    [H, nchunks, chunk_size] (fp32)."""
+    H = dt.shape[1]
+    nchunks = cu_chunk_seqlens.shape[0] - 1
+    block_h = max(1, min(triton.next_power_of_2(H), 4096 // chunk_size))
+    _ssd_chunk_cumsum_kernel[(nchunks, triton.cdiv(H, block_h))](
+        dt, A, dt_bias if dt_bias is not None else A, dt_out, dA_cs, cu_chunk_seqlens, H,
+        float(dt_limit[0]), float(dt_limit[1]), dt.stride(0), dt.stride(1), dt_out.stride(0), dt_out.stride(1),
+        CHUNK=chunk_size, DT_SOFTPLUS=dt_softplus, HAS_DT_BIAS=dt_bias is not None, BLOCK_H=block_h, num_warps=4)
+
+
+def ssd_chunk_state(x, B, dt_out, dA_cs, cu_chunk_seqlens, states):
+    """Stage 2: each chunk's own contribution to the state, into states [nchunks, H, P, N] (fp32)."""
+    _, H, P = x.shape
+    G, N = B.shape[1], B.shape[2]
+    nchunks = cu_chunk_seqlens.shape[0] - 1
+    tile = _tile(x.dtype)
+    bp, bn, bt = max(16, min(tile, triton.next_power_of_2(P))), max(16, min(tile, triton.next_power_of_2(N))), \
+        max(16, min(32, dA_cs.shape[2]))
+    _ssd_chunk_state_kernel[(triton.cdiv(P, bp) * triton.cdiv(N, bn), nchunks, H)](
+        x, B, states, dt_out, dA_cs, cu_chunk_seqlens, P, N, H // G, x.stride(0), x.stride(1),
+        B.stride(0), B.stride(1), states.stride(0), states.stride(1), states.stride(2),
+        dt_out.stride(0), dt_out.stride(1), BLOCK_P=bp, BLOCK_N=bn, BLOCK_T=bt, PRECISION=_precision(x.dtype),
+        num_warps=4, num_stages=2)
+
+
+def ssd_state_passing(states, dA_cs, last_chunk_indices, out, initial_states=None, final_states_out=None,
+                      final_state_indices=None):
+    """Stage 3: the state after every chunk of each sequence, into out [nchunks, H, P, N] (the state
+    dtype), from initial_states [batch, H, P, N] (zero when None); when given, each sequence's final
+    state to final_states_out[final_state_indices[b]] ([slots, H, P, N], in place)."""
+    nchunks, H, P, N = states.shape
+    batch = last_chunk_indices.shape[0]
+    flat = states.view(nchunks, H, P * N)
+    passed = out.view(nchunks, H, P * N)
+    init = initial_states.reshape(batch, H, P * N) if initial_states is not None else None
+    final = final_states_out.view(final_states_out.shape[0], H, P * N) if final_states_out is not None else None
+    block = min(1024, triton.next_power_of_2(P * N))
+    _ssd_state_passing_kernel[(triton.cdiv(P * N, block), batch, H)](
+        flat, passed, dA_cs, init if init is not None else flat, last_chunk_indices,
+        final if final is not None else flat, final_state_indices if final is not None else last_chunk_indices,
+        P * N, flat.stride(0), flat.stride(1), passed.stride(0), passed.stride(1),
+        dA_cs.stride(0), dA_cs.stride(1), init.stride(0) if init is not None else 0,
+        init.stride(1) if init is not None else 0, final.stride(0) if final is not None else 0,
+        final.stride(1) if final is not None else 0,
+        CHUNK=dA_cs.shape[2], HAS_INIT=init is not None, HAS_FINAL=final is not None, BLOCK=block, num_warps=4)
+
+
+def ssd_bmm_chunk(C, B, cu_chunk_seqlens, cb):
+    """Stage 4: C_chunk B_chunk^T per chunk and group, into cb [nchunks, G, chunk, chunk] (fp32);
+    only the entries j <= i < chunk length are read by the scan."""
+    nchunks, G, chunk_size = cb.shape[0], cb.shape[1], cb.shape[2]
+    N = B.shape[2]
+    bm = min(_tile(C.dtype), chunk_size)
+    bk = max(16, min(32, triton.next_power_of_2(N)))
+    _ssd_bmm_chunk_kernel[((chunk_size // bm) ** 2, nchunks, G)](
+        C, B, cb, cu_chunk_seqlens, N, C.stride(0), C.stride(1), cb.stride(0), cb.stride(1), cb.stride(2),
+        CHUNK=chunk_size, BLOCK_M=bm, BLOCK_N=bm, BLOCK_K=bk, PRECISION=_precision(C.dtype), num_warps=4,
+        num_stages=2)
+
+
+def ssd_chunk_scan(cb, x, dt_out, dA_cs, seq_idx, C, states, cu_chunk_seqlens, out, D=None, z=None,
+                   initial_states=None):
+    """Stage 5: y = the incoming state's term + the causal intra-chunk term + D x (times silu(z)),
+    into out [T, H, P]; states [nchunks, H, P, N] are stage 3's (the state after each chunk)."""
+    _, H, P = x.shape
+    G, N = C.shape[1], C.shape[2]
+    nchunks, chunk_size = cb.shape[0], cb.shape[2]
+    tile = _tile(x.dtype)
+    sm = min(tile, chunk_size)
+    sp = max(16, min(tile, triton.next_power_of_2(P)))
+    sk = max(16, min(32, chunk_size))
+    sds = max(16, min(tile, triton.next_power_of_2(N)))
+    _ssd_chunk_scan_kernel[(triton.cdiv(chunk_size, sm) * triton.cdiv(P, sp), nchunks, H)](
+        cb, x, z if z is not None else x, out, dt_out, dA_cs, seq_idx, C, states,
+        D if D is not None else dt_out, initial_states if initial_states is not None else states, cu_chunk_seqlens,
+        P, N, H // G, cb.stride(0), cb.stride(1), cb.stride(2), x.stride(0), x.stride(1),
+        z.stride(0) if z is not None else 0, z.stride(1) if z is not None else 0, out.stride(0), out.stride(1),
+        dt_out.stride(0), dt_out.stride(1), C.stride(0), C.stride(1),
+        states.stride(0), states.stride(1), states.stride(2),
+        initial_states.stride(0) if initial_states is not None else 0,
+        initial_states.stride(1) if initial_states is not None else 0,
+        initial_states.stride(2) if initial_states is not None else 0,
+        HAS_D=D is not None, HAS_Z=z is not None, HAS_INIT=initial_states is not None,
+        BLOCK_M=sm, BLOCK_P=sp, BLOCK_K=sk, BLOCK_DS=sds, PRECISION=_precision(x.dtype), num_warps=4, num_stages=2)
+
+
 def mamba_chunk_scan_combined_varlen(x, dt, A, B, C, chunk_size, cu_chunk_seqlens, last_chunk_indices, seq_idx,
                                      out, D=None, z=None, dt_bias=None, initial_states=None, dt_softplus=True,
                                      dt_limit=(0.0, float("inf")), state_dtype=None, final_states_out=None,
@@ -301,64 +395,18 @@ def mamba_chunk_scan_combined_varlen(x, dt, A, B, C, chunk_size, cu_chunk_seqlen
     T, H, P = x.shape
     G, N = B.shape[1], B.shape[2]
     nchunks = cu_chunk_seqlens.shape[0] - 1
-    batch = last_chunk_indices.shape[0]
     dev = x.device
-    prec = _precision(x.dtype)
     dt_out = torch.empty((H, nchunks, chunk_size), dtype=torch.float32, device=dev)
     dA_cs = torch.empty((H, nchunks, chunk_size), dtype=torch.float32, device=dev)
-    block_h = max(1, min(triton.next_power_of_2(H), 4096 // chunk_size))
-    _ssd_chunk_cumsum_kernel[(nchunks, triton.cdiv(H, block_h))](
-        dt, A, dt_bias if dt_bias is not None else A, dt_out, dA_cs, cu_chunk_seqlens, H,
-        float(dt_limit[0]), float(dt_limit[1]), dt.stride(0), dt.stride(1), dt_out.stride(0), dt_out.stride(1),
-        CHUNK=chunk_size, DT_SOFTPLUS=dt_softplus, HAS_DT_BIAS=dt_bias is not None, BLOCK_H=block_h, num_warps=4)
-
+    ssd_chunk_cumsum(dt, A, dt_bias, cu_chunk_seqlens, chunk_size, dt_out, dA_cs, dt_softplus, dt_limit)
     states = torch.empty((nchunks, H, P, N), dtype=torch.float32, device=dev)
-    tile = 32 if x.dtype == torch.float32 else 64  # fp32 dots run on FMA units: smaller tiles, no spills
-    bp, bn, bt = max(16, min(tile, triton.next_power_of_2(P))), max(16, min(tile, triton.next_power_of_2(N))), \
-        max(16, min(32, chunk_size))
-    _ssd_chunk_state_kernel[(triton.cdiv(P, bp) * triton.cdiv(N, bn), nchunks, H)](
-        x, B, states, dt_out, dA_cs, cu_chunk_seqlens, P, N, H // G, x.stride(0), x.stride(1),
-        B.stride(0), B.stride(1), states.stride(0), states.stride(1), states.stride(2),
-        dt_out.stride(0), dt_out.stride(1), BLOCK_P=bp, BLOCK_N=bn, BLOCK_T=bt, PRECISION=prec,
-        num_warps=4, num_stages=2)
-
-    passed = torch.empty((nchunks, H, P * N), dtype=state_dtype or C.dtype, device=dev)
-    init = initial_states.reshape(batch, H, P * N) if initial_states is not None else None
-    final = final_states_out.reshape(final_states_out.shape[0], H, P * N) if final_states_out is not None else None
-    block = min(1024, triton.next_power_of_2(P * N))
-    _ssd_state_passing_kernel[(triton.cdiv(P * N, block), batch, H)](
-        states, passed, dA_cs, init if init is not None else states, last_chunk_indices,
-        final if final is not None else states, final_state_indices if final is not None else last_chunk_indices,
-        P * N, states.stride(0), states.stride(1), passed.stride(0), passed.stride(1),
-        dA_cs.stride(0), dA_cs.stride(1), init.stride(0) if init is not None else 0,
-        init.stride(1) if init is not None else 0, final.stride(0) if final is not None else 0,
-        final.stride(1) if final is not None else 0,
-        CHUNK=chunk_size, HAS_INIT=init is not None, HAS_FINAL=final is not None, BLOCK=block, num_warps=4)
-    passed = passed.view(nchunks, H, P, N)
-
+    ssd_chunk_state(x, B, dt_out, dA_cs, cu_chunk_seqlens, states)
+    passed = torch.empty((nchunks, H, P, N), dtype=state_dtype or C.dtype, device=dev)
+    ssd_state_passing(states, dA_cs, last_chunk_indices, passed, initial_states, final_states_out,
+                      final_state_indices)
     cb = torch.empty((nchunks, G, chunk_size, chunk_size), dtype=torch.float32, device=dev)
-    bm = min(tile, chunk_size)
-    bk = max(16, min(32, triton.next_power_of_2(N)))
-    _ssd_bmm_chunk_kernel[((chunk_size // bm) ** 2, nchunks, G)](
-        C, B, cb, cu_chunk_seqlens, N, C.stride(0), C.stride(1), cb.stride(0), cb.stride(1), cb.stride(2),
-        CHUNK=chunk_size, BLOCK_M=bm, BLOCK_N=bm, BLOCK_K=bk, PRECISION=prec, num_warps=4, num_stages=2)
-
-    sm = min(tile, chunk_size)
-    sp = max(16, min(tile, triton.next_power_of_2(P)))
-    sk = max(16, min(32, chunk_size))
-    sds = max(16, min(tile, triton.next_power_of_2(N)))
-    _ssd_chunk_scan_kernel[(triton.cdiv(chunk_size, sm) * triton.cdiv(P, sp), nchunks, H)](
-        cb, x, z if z is not None else x, out, dt_out, dA_cs, seq_idx, C, passed,
-        D if D is not None else A, initial_states if initial_states is not None else passed, cu_chunk_seqlens,
-        P, N, H // G, cb.stride(0), cb.stride(1), cb.stride(2), x.stride(0), x.stride(1),
-        z.stride(0) if z is not None else 0, z.stride(1) if z is not None else 0, out.stride(0), out.stride(1),
-        dt_out.stride(0), dt_out.stride(1), C.stride(0), C.stride(1),
-        passed.stride(0), passed.stride(1), passed.stride(2),
-        initial_states.stride(0) if initial_states is not None else 0,
-        initial_states.stride(1) if initial_states is not None else 0,
-        initial_states.stride(2) if initial_states is not None else 0,
-        HAS_D=D is not None, HAS_Z=z is not None, HAS_INIT=initial_states is not None,
-        BLOCK_M=sm, BLOCK_P=sp, BLOCK_K=sk, BLOCK_DS=sds, PRECISION=prec, num_warps=4, num_stages=2)
+    ssd_bmm_chunk(C, B, cu_chunk_seqlens, cb)
+    ssd_chunk_scan(cb, x, dt_out, dA_cs, seq_idx, C, passed, cu_chunk_seqlens, out, D, z, initial_states)
 
 
 def _state_dtype(p, dtype: torch.dtype) -> torch.dtype:

@@ -54,10 +54,15 @@ def test_qwen_manifests_cover_hybrid_stack():
 
 def test_gaps_are_declared():
     manifests = load_manifests()
-    assert any("MLA" in f.family for f in manifests["deepseek_v3"].missing)  # MLA prefill
     # a family is missing until its kernels exist; then the manifest lists the kernels instead
     assert not any("SSD" in f.family for f in manifests["mamba2"].missing)
     assert {"mamba2_ssd_prefill", "mamba2_selective_state_update"} <= set(manifests["mamba2"].kernels)
+    for name in ("deepseek_v3", "kimi_k2"):  # MLA prefill and the interleaved YaRN rotary exist now
+        assert {"mla_prefill", "rope_gptj_yarn", "mla_decode"} <= set(manifests[name].kernels), name
+        assert not any("MLA" in f.family or "RoPE" in f.family for f in manifests[name].missing), name
+    assert "gated_rmsnorm_grouped" in manifests["mamba2"].kernels and not manifests["mamba2"].missing
+    assert any(f.family == "Mamba-1 selective scan" for f in manifests["jamba"].missing)  # still a gap
+    assert any(f.family == "vision encoder" for f in manifests["qwen3_5"].missing)
 
 
 ROPE = {"rope_neox_partial", "mrope"}

@@ -64,7 +64,7 @@ def _state_ref(x, B, dt_out, dA_cs, cu: list[int]):
     for c in range(len(cu) - 1):
         s, L = cu[c], cu[c + 1] - cu[c]
         w = torch.exp(dA_cs[:, c, L - 1:L] - dA_cs[:, c, :L]) * dt_out[:, c, :L]          # [H, L]
-        states[c] = torch.einsum("lhp,lhn,hl->hpn", x.double()[s:s + L], Bh[s:s + L], w)
+        states[c] = torch.einsum("lhp,lhn->hpn", x.double()[s:s + L] * w.T[:, :, None], Bh[s:s + L])
     return states
 
 

@@ -23,6 +23,8 @@ class Launch:
     module: Module
     grid: tuple[int, int, int]
     args: list
+    num_warps: int = 0   # as the launch asked for them; 0: not given (the target's default applies)
+    num_stages: int = 0
 
 
 class _AcceptAll(LoweringTable):
@@ -41,17 +43,36 @@ class CaptureBackend(Backend):
         super().__init__()
         self.modules: list[Module] = []
         self.launches: list[Launch] = []
+        self.fp8: tuple[str, ...] | None = None  # the fp8 types of the target it stands for
+        self.props: dict | None = None            # the device properties it reports, likewise
+        self.queried = False                      # whether a launch wrapper asked for them
 
     def lowering_table(self) -> LoweringTable:
         return _AcceptAll()
 
+    def parse_options(self, opts: dict) -> Options:
+        """num_warps / num_stages as the launch gave them; 0 where it gave none, so that an
+        analysis can apply the default of the target it stands for."""
+        from dataclasses import replace
+        options = super().parse_options(opts)
+        options = replace(options, num_warps=opts.get("num_warps") or 0, num_stages=opts.get("num_stages") or 0)
+        if self.fp8 is not None and "supported_fp8_dtypes" not in opts:
+            options = replace(options, supported_fp8_dtypes=tuple(self.fp8))
+        return options
+
     def lower(self, module: Module, options: Options) -> bytes:
         return module.text.encode()
+
+    def device_properties(self) -> dict[str, int]:
+        self.queried = True
+        return {**super().device_properties(), **(self.props or {})}
 
     def load(self, artifact: bytes, kernel: KernelInfo) -> Any:
         from .ttir import parse
         module = parse(artifact)  # bytes: a corrupted artifact is a TTIRSyntaxError
         module.relocate(kernel.source_file)
+        meta = kernel.metadata
+        module.launch_options = (getattr(meta, "num_warps", 0) or 0, getattr(meta, "num_stages", 0) or 0)
         return module
 
     def to_device(self, tensor: Any, name: str) -> DeviceArg:
@@ -62,11 +83,21 @@ class CaptureBackend(Backend):
 
     def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
         self.modules.append(kernel)
-        self.launches.append(Launch(kernel, tuple(grid), list(args)))
+        warps, stages = getattr(kernel, "launch_options", (0, 0))
+        self.launches.append(Launch(kernel, tuple(grid), list(args), warps, stages))
 
 
 class capture:
-    """Context manager collecting the TTIR module of every kernel launched inside it."""
+    """Context manager collecting the TTIR module of every kernel launched inside it.
+
+    `fp8`: the fp8 types (Triton's names: fp8e4nv, fp8e5, fp8e4b8 ...) of the target the capture
+    stands for, as its compiler would report them; kernels that pick a code path by them (native fp8
+    or an emulation) take the path that target would. None: Triton's defaults. `props`: the device
+    properties it reports to launch wrappers that size tiles or grids by them (max_shared_mem,
+    multiprocessor_count ...); `queried` says afterwards whether any wrapper asked."""
+
+    def __init__(self, fp8: tuple[str, ...] | None = None, props: dict | None = None):
+        self.fp8, self.props, self.queried = fp8, props, False
 
     def __enter__(self) -> list[Module]:
         from .triton_bridge import activate
@@ -75,9 +106,12 @@ class capture:
         self.backend = registry.get(NAME)
         self.backend.modules = []
         self.backend.launches = []
+        self.backend.fp8, self.backend.props, self.backend.queried = self.fp8, self.props, False
         self.launches = self.backend.launches
         self._activation = activate(NAME)
         return self.backend.modules
 
     def __exit__(self, *exc: Any) -> None:
+        self.queried = self.backend.queried
+        self.backend.fp8, self.backend.props = None, None
         self._activation.deactivate()

@@ -32,12 +32,12 @@ def test_every_required_model_is_shipped_and_validates():
 @pytest.mark.parametrize("name, figure, expected", [
     ("nvidia_h100", lambda m: m.units, 132),
     ("nvidia_h100", lambda m: m.memory.per_unit.sram_kib.value, 228),
-    ("nvidia_h100", lambda m: m.memory.dram.bandwidth_gb_per_s.datasheet.value, 3350),
-    ("nvidia_h100", lambda m: m.dram_bytes_per_s, 3.0e12),  # measured ceiling beats the datasheet
-    ("nvidia_h100", lambda m: m.matrix_flops_per_s("bf16", "fp32"), 798e12),
-    ("nvidia_h100", lambda m: m.matrix.tflop_per_s[("bf16", "fp32")].datasheet.value, 989.4),
+    ("nvidia_h100", lambda m: m.memory.dram.bandwidth_gb_per_s.measured.value, 3017),
+    ("nvidia_h100", lambda m: m.dram_bytes_per_s, 3.35e12),  # the datasheet is the basis
+    ("nvidia_h100", lambda m: m.matrix_flops_per_s("bf16", "fp32"), 989.4e12),
+    ("nvidia_h100", lambda m: m.matrix.tflop_per_s[("bf16", "fp32")].measured.value, 791),
     ("nvidia_h200", lambda m: m.memory.dram.size_gb.value, 141),
-    ("nvidia_h200", lambda m: m.memory.dram.bandwidth_gb_per_s.datasheet.value, 4800),
+    ("nvidia_h200", lambda m: m.dram_bytes_per_s, 4.8e12),
     ("nvidia_l4", lambda m: m.memory.dram.bandwidth_gb_per_s.value, 300),
     ("nvidia_l4", lambda m: m.vector_flops_per_s("fp32"), 30.3e12),
     ("nvidia_l4", lambda m: m.triton.arch.value, "sm_89"),
@@ -59,7 +59,7 @@ def test_published_figures(name, figure, expected):
 def test_sources_are_attached_and_classified():
     h100 = dm.load("nvidia_h100")
     bw = h100.memory.dram.bandwidth_gb_per_s
-    assert bw.source_kind == "measured" and bw.datasheet.source_kind == "datasheet"
+    assert bw.source_kind == "datasheet" and bw.measured.source_kind == "measured"
     assert h100.compute.clock_mhz.source_kind == "derived"
     assert h100.compute.units.source.startswith("https://")
     assert dm.load("generic_npu").compute.units.source_kind == "assumed"
@@ -162,12 +162,12 @@ def test_cli_table_and_show(capsys):
     assert header.split()[:3] == ["name", "kind", "units"]
     assert {r.split()[0] for r in rows} == set(dm.names())
     h100 = next(r for r in rows if r.startswith("nvidia_h100 "))
-    assert "132 SM" in h100 and "132 x 228 KiB + 50 MiB" in h100 and "798 TFLOP/s" in h100
+    assert "132 SM" in h100 and "132 x 228 KiB + 50 MiB" in h100 and "989.4 TFLOP/s" in h100
 
     assert main(["devices", "show", "nvidia_h200"]) == 0
     out = capsys.readouterr().out
     assert "https://www.nvidia.com/en-us/data-center/h200/" in out
-    assert "memory.dram.bandwidth_gb_per_s" in out and "datasheet 4800" in out
+    assert "memory.dram.bandwidth_gb_per_s" in out and "4800; measured 4244" in out
 
     assert main(["devices", "show", "nvidia_l4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["compute"]["clock_mhz"]["value"] == 2040

@@ -1,4 +1,5 @@
-"""The simulator: counts read from TTIR, fit checks and roofline times against hand-computed values."""
+"""The simulator: counts read from TTIR, on-chip staging against real compiles, fit checks, the time
+model against hand-computed values, calibration, and the device models' datasheet basis."""
 import json
 import subprocess
 import sys
@@ -10,8 +11,9 @@ import triton.language as tl
 
 import ttir_kernels as K
 from sdk.capture import capture
-from sdk.device_models import load
+from sdk.device_models import load, load_text
 from sdk.simulator import analyse, predict
+from sdk.simulator.timing import Efficiencies, launch_time
 
 
 @triton.jit
@@ -33,7 +35,14 @@ def _counts(launch_fn):
         launch_fn()
     assert len(cap.launches) == 1
     launch = cap.launches[0]
-    return analyse(launch.module, launch.grid, launch.args)
+    return analyse(launch.module, launch.grid, launch.args, num_warps=launch.num_warps,
+                   num_stages=launch.num_stages)
+
+
+#: efficiencies fixed here, so that expected times do not move with the learned ones
+EFF = Efficiencies(dram={"contiguous": 0.8, "strided": 0.4, "indirect": 0.5, "scalar": 0.5},
+                   matrix={"8": 0.6, "16": 0.7, "32": 0.5, "64": 0.5, "sync_on_async": 0.5},
+                   vector=0.5, special=0.5, dram_latency_s=7e-7, launch_floor_s=2e-6)
 
 
 def test_counts_of_a_vector_add():
@@ -66,8 +75,11 @@ def test_memory_bound_time_is_bytes_over_bandwidth_plus_launch():
     x, y, out = torch.empty(n), torch.empty(n), torch.empty(n)
     dev = load("nvidia_h100")
     c = _counts(lambda: vadd[(n // 1024,)](x, y, out, n, BLOCK=1024))
-    p = predict([c], dev)
-    expected = 3 * 4 * n / dev.dram_bytes_per_s + dev.launch_overhead_s
+    assert dict(c.access) == {"contiguous": 3 * 1024 * 4}
+    p = predict([c], dev, EFF)
+    # datasheet bandwidth (3.35 TB/s) at the contiguous-access efficiency, plus the launch floor
+    assert dev.dram_bytes_per_s == 3350e9
+    expected = 3 * 4 * n / (3350e9 * 0.8) + 2e-6
     assert p.fits and p.bound == "memory"
     assert p.time_s == pytest.approx(expected, rel=1e-9)
 
@@ -87,7 +99,7 @@ def test_fit_checks_name_the_reason():
     x = torch.randn(8)
     big = _counts(lambda: vadd[(1,)](x, x, x, 1, BLOCK=1 << 18))  # 3 live fp32 blocks of 1 MiB
     p = predict([big], npu)
-    assert not p.fits and any("KiB on chip" in w for w in p.why)
+    assert not p.fits and any("KiB of on-chip memory" in w for w in p.why)
     wide = _counts(lambda: vadd[(70000,)](x, x, x, 1, BLOCK=16))
     p = predict([wide], npu)
     assert not p.fits and any("grid axis x = 70000" in w for w in p.why)
@@ -139,3 +151,204 @@ def test_loop_bounds_read_from_memory_and_averaged_over_programs():
     # programs run 2, 4, 6 and 8 iterations of a 128-byte load: 5 on average
     assert c.bytes_loaded == pytest.approx(5 * 32 * 4 + 4)  # plus the 4-byte length itself
     assert not c.estimated
+
+
+# ---- on-chip staging against real compiles -----------------------------------------------------
+@triton.jit
+def kloop_gemm(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+def _gemm_launch(stages):
+    a = torch.randn(64, 512, dtype=torch.bfloat16)
+    b = torch.randn(512, 64, dtype=torch.bfloat16)
+    c = torch.empty(64, 64)
+    return lambda: kloop_gemm[(1,)](a, b, c, 512, BM=64, BN=64, BK=32, num_stages=stages, num_warps=4)
+
+
+@pytest.mark.parametrize("arch, stages", [("sm_80", 3), ("sm_90", 3), ("sm_90", 4), ("sm_89", 2)])
+def test_staged_dot_operands_match_what_triton_allocates(arch, stages):
+    """The K loop's A and B tiles (64x32 and 32x64 bf16, 4 KiB each) are pipelined: Hopper's wgmma
+    path keeps num_stages copies, mma.sync's cp.async path num_stages - 1; the compiler's own
+    figure (nvidia_ref compile-only, no GPU) is the reference."""
+    import sdk
+    from sdk.backend import get_backend
+    from sdk.simulator.onchip import shared_bytes, staging_for_arch
+    c = _counts(_gemm_launch(stages))
+    assert c.num_stages == stages and c.num_warps == 4
+    (dot,) = c.dots.values()
+    assert (dot.a_src, dot.b_src, dot.a_bytes, dot.b_bytes) == ("loop_load", "loop_load", 4096, 4096)
+    assert dot.execs == 512 / 32
+    predicted = shared_bytes(c, staging_for_arch(arch))
+    copies = stages if arch == "sm_90" else stages - 1
+    assert predicted == copies * 8192
+    name = f"nvidia_ref@{arch}/compile"
+    with sdk.activate(name), sdk.launches.compile_only():
+        _gemm_launch(stages)()
+    (real,) = get_backend(name).take_launch_stats()
+    assert abs(real["shared_bytes"] - predicted) <= 1024, (real["shared_bytes"], predicted)
+
+
+def test_fit_verdicts_are_per_dtype():
+    """Prefill attention's fp32 tiles outgrow an L4's 99 KiB of shared memory (the sm_89 compile
+    fails with 139,520 bytes); its bf16 tiles fit, and so do both on an H100."""
+    from sdk.conformance.spec import registered
+    from sdk.simulator import simulate_suite
+    spec = registered()["attn_prefill_gqa_gated"]
+    out = simulate_suite([spec], [load("nvidia_l4"), load("nvidia_h100")], efficiencies=EFF)
+    l4 = out["by_device"]["nvidia_l4"]["kernels"]["attn_prefill_gqa_gated"]
+    h100 = out["by_device"]["nvidia_h100"]["kernels"]["attn_prefill_gqa_gated"]
+    assert l4["fits_by_dtype"] == {"bf16": True, "fp32": False} and not l4["fits"]
+    assert any("KiB of shared memory, 99 KiB available" in w for w in l4["why"])
+    assert h100["fits"] and h100["fits_by_dtype"] == {"bf16": True, "fp32": True}
+
+
+# ---- time model --------------------------------------------------------------------------------
+def test_dots_are_padded_to_the_matrix_unit_tile():
+    """A 16x16x16 dot on a 32x32x32 matrix unit costs a whole 32x32x32 tile."""
+    x = torch.randn(4096, dtype=torch.float16)
+    c = _counts(lambda: K.small_dot[(1,)](x, x, torch.empty(256), M=16, N=16, K=16))
+    npu = load("generic_npu")
+    t = launch_time(c, npu, EFF)
+    assert t.padded_flops == 2 * 32 ** 3
+    rate = npu.matrix_flops_per_s("fp16", "fp32") or npu.matrix_flops_per_s("bf16", "fp32")
+    assert t.terms["matrix"] == pytest.approx(2 * 32 ** 3 / (rate * 0.7 / npu.units))
+
+
+def test_a_missing_matrix_dtype_keeps_its_flops_and_says_so():
+    """MI300X's matrix unit takes the FNUZ fp8 variants only: an e4m3 GEMM runs upcast at its bf16
+    rate, so the MI300X is not predicted many times faster than an H100 that has fp8 tensor cores."""
+    from sdk.conformance.spec import registered
+    from sdk.simulator.run import capture_case
+    spec = registered()["gemm_fp8_w8a8"]
+    case = next(c for c in spec.cases if c.quick)
+    launches = capture_case(spec, case, "bf16")
+    mi = predict(launches, load("amd_mi300x"), EFF)
+    h100 = predict(launches, load("nvidia_h100"), EFF)
+    assert any("no matrix-unit rate for fp8e4m3 operands: counted at the bf16 rate" in n for n in mi.notes)
+    flops = sum(v * c.programs for c in launches for (unit, _, _), v in c.flops.items() if unit == "matrix")
+    assert mi.terms["matrix"] >= flops / (1307.4e12 * 0.7)
+    assert mi.terms["matrix"] > h100.terms["matrix"]
+
+
+def test_l2_serves_what_an_earlier_launch_wrote():
+    n = 1 << 16
+    x, y, mid, out = (torch.randn(n) for _ in range(4))
+    cap = capture()
+    with cap:
+        vadd[(n // 1024,)](x, y, mid, n, BLOCK=1024)
+        vadd[(n // 1024,)](mid, y, out, n, BLOCK=1024)
+    c1, c2 = (analyse(la.module, la.grid, la.args) for la in cap.launches)
+    h100 = load("nvidia_h100")
+    alone = predict([c2], h100, EFF).bytes
+    together = predict([c1, c2], h100, EFF).bytes - predict([c1], h100, EFF).bytes
+    assert alone == 3 * 4 * n and together == 2 * 4 * n  # `mid` comes from L2, not DRAM
+
+
+def test_small_grids_leave_units_idle():
+    """One program does its dot on one SM: the time is that SM's share of the rate, not the chip's."""
+    x = torch.randn(4096, dtype=torch.float16)
+    h100 = load("nvidia_h100")
+    one = launch_time(_counts(lambda: K.small_dot[(1,)](x, x, torch.empty(64 * 64), M=64, N=64, K=64)), h100, EFF)
+    many = launch_time(_counts(lambda: K.small_dot[(132,)](x, x, torch.empty(64 * 64), M=64, N=64, K=64)), h100, EFF)
+    assert many.terms["matrix"] == pytest.approx(one.terms["matrix"])
+
+
+def test_calibration_recovers_the_efficiencies_behind_the_measurements():
+    """Times made by the model with known efficiencies are fitted back from the defaults."""
+    from sdk.simulator.calibrate import Row, fit, loss
+    h100 = load("nvidia_h100")
+    truth = Efficiencies(dram={"contiguous": 0.7, "strided": 0.4, "indirect": 0.5, "scalar": 0.5},
+                         matrix={"8": 0.6, "16": 0.45, "32": 0.5, "64": 0.5, "sync_on_async": 0.5},
+                         vector=0.5, special=0.5, dram_latency_s=7e-7, launch_floor_s=4e-6)
+    x16 = torch.randn(1 << 16, dtype=torch.float16)
+    rows = []
+    for n in (1 << 16, 1 << 20, 1 << 23, 1 << 25):
+        x = torch.empty(n)
+        rows.append(_counts(lambda: vadd[(n // 1024,)](x, x, x, n, BLOCK=1024)))
+    for g in (1, 132, 4096):
+        rows.append(_counts(lambda: K.small_dot[(g,)](x16, x16, torch.empty(128 * 128), M=128, N=128, K=128)))
+    data = [Row((str(i), "", ""), "", [c], h100, predict([c], h100, truth).time_s) for i, c in enumerate(rows)]
+    fitted = fit(data)
+    assert loss(data, fitted) < 0.01 < loss(data, Efficiencies())
+    assert fitted.dram["contiguous"] == pytest.approx(0.7, rel=0.05)
+    assert fitted.launch_floor_s == pytest.approx(4e-6, rel=0.1)
+
+
+# ---- device models: datasheet basis, checked arithmetic ---------------------------------------
+def test_values_are_datasheet_figures_with_measured_ceilings_beside_them():
+    from sdk.device_models import all_models, figures_of
+    for m in all_models():
+        for path, fig in figures_of(m):
+            assert fig.source_kind != "measured", (m.name, path)  # the basis is never a measurement
+            if fig.measured is not None:
+                assert fig.measured.source_kind == "measured", (m.name, path)
+    h100 = load("nvidia_h100")
+    bw = h100.memory.dram.bandwidth_gb_per_s
+    assert (bw.value, bw.source_kind, bw.measured.value) == (3350, "datasheet", 3017)
+    assert h100.matrix.tflop_per_s[("bf16", "fp32")].measured.value == 791
+    text = open("sdk/device_models/generic_npu.yaml").read().replace(
+        'bandwidth_gb_per_s: {value: 1000, source: "assumed: fictional reference NPU"}',
+        'bandwidth_gb_per_s: {value: 1000, source: "assumed: fictional reference NPU", '
+        'measured: {value: 900, source: "assumed: it felt like 900"}}')
+    with pytest.raises(Exception, match=r"bandwidth_gb_per_s\.measured\.source: must say how it was measured"):
+        load_text(text, "npu.yaml")
+
+
+def test_derived_figures_are_checked_arithmetic():
+    from sdk.device_models import all_models
+    from sdk.device_models.arithmetic import check_derived
+    findings = [(m.name, f) for m in all_models() for f in check_derived(m)]
+    assert len(findings) > 40
+    assert [str(f) for _, f in findings if f.status != "ok"] == []
+    base = open("sdk/device_models/generic_npu.yaml").read()
+    wrong = base.replace("fp32: {value: 4.096,", "fp32: {value: 5.2,")
+    with pytest.raises(Exception, match=r"vector\.tflop_per_s\.fp32\.source: derived from '32 \* 64 \* 2 \* 1000' "
+                                        r"gives 4\.096e\+06, which does not match the value 5\.2"):
+        load_text(wrong, "npu.yaml")
+    prose = base.replace('source: "derived from 32 cores x 64 lanes x 2 flop x 1000 MHz"',
+                         'source: "derived from the vendor\'s simulator"')
+    (finding,) = [f for f in check_derived(load_text(prose, "npu.yaml")) if f.path == "vector.tflop_per_s.fp32"]
+    assert finding.status == "unchecked"
+
+
+def test_fixed_device_gaps():
+    gb10 = load("nvidia_gb10_spark")
+    assert gb10.matrix_flops_per_s("tf32", "fp32") == pytest.approx(62.5e12)
+    wh = load("tenstorrent_wormhole_n300")
+    x = torch.randn(8)
+    wide = _counts(lambda: vadd[(70000,)](x, x, x, 1, BLOCK=16))
+    assert predict([wide], wh, EFF).fits
+
+
+def test_launch_wrappers_see_the_simulated_target():
+    """A wrapper that sizes its grid by the device's SM count, or picks native fp8 by the target's
+    fp8 types, launches what it would launch on the device simulated."""
+    from sdk.simulator.onchip import device_props, triton_fp8
+    from sdk.simulator.run import capture_case
+
+    def grids(device):
+        props = device_props(device)
+        cap = capture(triton_fp8(device), props)
+        x = torch.empty(1 << 16)
+        with cap:
+            sms = triton.runtime.driver.active.utils.get_device_properties(0)["multiprocessor_count"]
+            vadd[(sms,)](x, x, x, 1 << 16, BLOCK=512)
+        assert cap.queried
+        return cap.launches[0].grid
+
+    assert grids(load("nvidia_l4")) == (58, 1, 1) and grids(load("nvidia_h100")) == (132, 1, 1)
+    # the suite's fp8 KV-cache write stores native fp8 where the target has e4m3, bits otherwise
+    from sdk.conformance.spec import registered
+    spec = registered()["kv_cache_write_fp8"]
+    case = next(c for c in spec.cases if c.quick)
+    native = capture_case(spec, case, "bf16", triton_fp8(load("nvidia_h100")))
+    emulated = capture_case(spec, case, "bf16", ("fp8e4b15", "fp8e5"))  # sm_80's fp8 types
+    assert native.target_dependent and any(d.startswith("fp8") for c in native for d in c.dtypes)
+    assert not any(d.startswith("fp8") for c in emulated for d in c.dtypes)

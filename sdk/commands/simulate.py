@@ -12,9 +12,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "simulate", help="predict fit and time of suite kernels on device models",
         description="Capture each conformance kernel's launches (nothing runs), read their TTIR, and "
-                    "predict for each device model whether every program fits (on-chip memory, grid "
-                    "limits, dtype paths) and how long the kernel takes (roofline with waves). "
-                    "Write the result with --out and pass it to `day0 report --sim`.")
+                    "predict for each device model whether every program fits (what the target's "
+                    "compiler stages on chip, grid limits, dtype paths; per dtype) and how long the "
+                    "kernel takes (a tile model for dots on the matrix unit, DRAM traffic with L2 reuse "
+                    "and access patterns, a latency floor), from the model's datasheet figures and "
+                    "efficiencies learned on a GPU. Write the result with --out and pass it to "
+                    "`day0 report --sim`.")
     p.add_argument("--device", action="append", required=True, metavar="D",
                    help="device model name or YAML path (repeat or comma-separate)")
     p.add_argument("--kernels", default="", help="comma-separated kernel names (default: all)")
@@ -22,6 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full", action="store_true", help="full (realistic) shapes instead of quick ones")
     p.add_argument("--out", type=Path, help="write JSON here (refuses to overwrite without --force)")
     p.add_argument("--force", action="store_true", help="overwrite --out")
+    p.add_argument("--efficiencies", type=Path, metavar="JSON",
+                   help="learned efficiencies to use instead of the shipped ones (sdk/simulator/efficiencies.json)")
     p.set_defaults(func=run)
 
 
@@ -36,6 +41,15 @@ def run(args: argparse.Namespace) -> int:
     if args.out and args.out.exists() and not args.force:
         raise Day0Error(f"{args.out} exists; pass --force to overwrite it")
     devices = [load(d) for d in _split(args.device)]
+    eff = None
+    if args.efficiencies:
+        from ..simulator.model import load_efficiencies
+        if not args.efficiencies.is_file():
+            raise Day0Error(f"{args.efficiencies}: no such file (--efficiencies takes a JSON file)")
+        try:
+            eff = load_efficiencies(args.efficiencies)
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise Day0Error(f"{args.efficiencies}: not an efficiencies file ({type(exc).__name__}: {exc})") from None
     suite = registered()
     names, groups = _split(args.kernels), _split(args.groups)
     for n in names:
@@ -51,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     total = sum(len(_cases(s, args.full)) * len(s.dtypes) for s in specs)
     progress = _Progress(total)
     try:
-        result = simulate_suite(specs, devices, full=args.full, progress=progress)
+        result = simulate_suite(specs, devices, full=args.full, progress=progress, efficiencies=eff)
     finally:
         progress.close()
     _print_table(result)
@@ -97,6 +111,16 @@ class _Progress:
             self.bar.close()
 
 
+def _fit_word(e: dict) -> str:
+    """'' when every case fits; ' NO FIT' when none does; ' NO FIT fp32' naming the dtypes that do
+    not fit when others do."""
+    if e["fits"]:
+        return ""
+    by = e.get("fits_by_dtype") or {}
+    bad = sorted(d for d, ok in by.items() if not ok)
+    return f" NO FIT {','.join(bad)}" if bad and len(bad) < len(by) else " NO FIT"
+
+
 def _print_table(result: dict) -> None:
     devices = result["devices"]
     kernels = sorted({k for d in devices for k in result["by_device"][d]["kernels"]})
@@ -106,7 +130,7 @@ def _print_table(result: dict) -> None:
         row = [k]
         for d in devices:
             e = result["by_device"][d]["kernels"].get(k)
-            row.append("-" if e is None else f"{e['time_s'] * 1e6:.1f}" + ("" if e["fits"] else " NO FIT"))
+            row.append("-" if e is None else f"{e['time_s'] * 1e6:.1f}" + _fit_word(e))
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for i, r in enumerate(rows):

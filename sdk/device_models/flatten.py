@@ -44,6 +44,8 @@ def figure_to_dict(fig: Figure[Any]) -> dict[str, Any]:
         out["note"] = fig.note
     if fig.datasheet is not None:
         out["datasheet"] = figure_to_dict(fig.datasheet)
+    if fig.measured is not None:
+        out["measured"] = figure_to_dict(fig.measured)
     return out
 
 

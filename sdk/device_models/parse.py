@@ -166,6 +166,10 @@ def _check_consistency(c: Checker, model: DeviceModel) -> None:
         if flags.get(dtype) is False:
             family = "fp8" if dtype in FP8_DTYPES else dtype
             raise c.fail(path, f"uses {dtype} but features.{family} is false")
+    from .arithmetic import check_derived
+    for finding in check_derived(model):
+        if finding.status == "mismatch":
+            raise c.fail(finding.path + ".source", str(finding).split(": ", 1)[1])
     per_unit = model.memory.per_unit
     if per_unit.max_per_program_kib and per_unit.max_per_program_kib.value > per_unit.sram_kib.value:
         raise c.fail("memory.per_unit.max_per_program_kib",

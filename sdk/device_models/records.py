@@ -27,6 +27,7 @@ class Figure(Generic[T]):
     source: str
     note: str = ""
     datasheet: Figure[T] | None = None  # the datasheet figure when `value` is a measured ceiling
+    measured: Figure[T] | None = None   # a ceiling measured on the device, kept beside the datasheet value
 
     @property
     def source_kind(self) -> str:

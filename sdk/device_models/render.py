@@ -77,6 +77,10 @@ def _rows(node: Any, path: str, out: list[tuple[str, str, str]]) -> None:
             ds = node["datasheet"]
             value += f"; datasheet {fmt_number(ds['value'])}" + (f" ({ds['note']})" if ds.get("note") else "")
             source += f"; datasheet: {ds['source']}"
+        if "measured" in node:
+            ms = node["measured"]
+            value += f"; measured {fmt_number(ms['value'])}" + (f" ({ms['note']})" if ms.get("note") else "")
+            source += f"; {ms['source']}"
         out.append((path, value, source))
     elif isinstance(node, dict):
         for key, child in node.items():
@@ -115,8 +119,9 @@ def markdown(models: list[DeviceModel]) -> str:
         "`measured ...` or `assumed ...`. Units are in the key names: `clock_mhz`, `sram_kib`, "
         "`sram_mib`, `bandwidth_gb_per_s` (10^9 bytes/s), `size_gb` (as published), `tflop_per_s` "
         "(10^12 operations/s, dense, no sparsity), `gop_per_s`, `overhead_us`, `*_bytes`. Matrix rates "
-        "are keyed by operand dtype, then accumulator dtype. Where a measured ceiling exists it is the "
-        "value and the datasheet figure is kept beside it.",
+        "are keyed by operand dtype, then accumulator dtype. Values are datasheet figures (derived or "
+        "assumed where none is published): the simulator predicts from them. Where a ceiling was "
+        "measured on the device it is kept beside the value under `measured`, with its source.",
         "",
         "A vendor's own model is any file of the same shape: `day0 devices show path/to/my_npu.yaml` "
         "validates and prints it.",

@@ -16,7 +16,7 @@ LARGEST = 1e30
 NAME_RE = re.compile(r"[a-z0-9_]+")
 SOURCE_RE = re.compile(r"(https?://\S+.*|derived from \S.*|measured\b.*\S.*|assumed\b.*)", re.DOTALL)
 SOURCE_FORMS = "a URL, 'derived from ...', 'measured ...' or 'assumed ...'"
-FIGURE_KEYS = ("value", "source", "note", "datasheet")
+FIGURE_KEYS = ("value", "source", "note", "datasheet", "measured")
 
 
 def show(value: Any) -> str:
@@ -128,12 +128,13 @@ class Checker:
         return self.text(v, path)
 
     def figure(self, node: Any, path: str, check: Callable[[Any, str], Any]) -> Figure[Any]:
-        """A `{value: ..., source: "..."}` mapping (optionally `note`, and `datasheet` when the value
-        is a measured ceiling)."""
+        """A `{value: ..., source: "..."}` mapping (optionally `note`; `measured` beside a datasheet
+        value: a ceiling measured on the device, whose source says so; `datasheet` when the value
+        itself is a measured ceiling)."""
         if not isinstance(node, dict):
             raise self.fail(path, "must be a figure {value: ..., source: \"...\"}, got "
                             + show(node))
-        self.mapping(node, path, ("value", "source"), ("note", "datasheet"))
+        self.mapping(node, path, ("value", "source"), ("note", "datasheet", "measured"))
         value = check(node["value"], path)
         source = node["source"]
         if not isinstance(source, str) or not SOURCE_RE.fullmatch(source.strip()):
@@ -141,7 +142,13 @@ class Checker:
         note = node.get("note", "")
         if note is None or not isinstance(note, str):
             raise self.fail(join(path, "note"), f"must be a string, got {show(note)}")
-        datasheet = None
+        datasheet = measured = None
         if "datasheet" in node:
             datasheet = self.figure(node["datasheet"], join(path, "datasheet"), check)
-        return Figure(value=value, source=source.strip(), note=note.strip(), datasheet=datasheet)
+        if "measured" in node:
+            measured = self.figure(node["measured"], join(path, "measured"), check)
+            if measured.source_kind != "measured":
+                raise self.fail(join(path, "measured.source"),
+                                f"must say how it was measured ('measured: ...'), got {show(measured.source)}")
+        return Figure(value=value, source=source.strip(), note=note.strip(), datasheet=datasheet,
+                      measured=measured)

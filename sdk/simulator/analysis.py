@@ -7,6 +7,13 @@ the result is marked `estimated`. Bytes are the tensors loaded and stored (masks
 ignored), attributed to the tensor argument each pointer derives from, so that DRAM traffic can be
 capped at each argument's size (re-reads served on chip); flops are 2*M*N*K per tt.dot and one per
 element per floating-point op.
+
+Beside the totals, the structure that the on-chip and timing models need: every tt.dot with its
+shape and where each operand comes from (a load inside the dot's loop, which a GPU compiler
+pipelines through staged buffers; a load outside it; a computed value), every loop with its trip
+count and the bytes one iteration loads, the access pattern of each load (contiguous along the
+fastest axis, strided, or indirect through loaded indices) and the largest tensors a program reduces
+or reshapes (scratch on chip).
 """
 from __future__ import annotations
 
@@ -26,6 +33,35 @@ _RMW_OPS = {"add": "add", "fadd": "add", "max": "max", "umax": "max", "min": "mi
 
 
 @dataclass
+class DotSite:
+    """One tt.dot of the kernel, per program: shape, operand dtypes and origins, executions."""
+
+    m: int
+    n: int
+    k: int
+    batch: int
+    operand: str                  # device-model dtype of the operands ("bf16", "tf32", "fp8e4m3" ...)
+    acc: str
+    a_bytes: int                  # one operand tile as loaded (its element type), bytes
+    b_bytes: int
+    a_src: str                    # "loop_load" | "load" | "computed"
+    b_src: str
+    loop: int | None              # LoopSite key of the innermost enclosing scf.for, None outside loops
+    execs: float = 0.0            # executions per program
+
+
+@dataclass
+class LoopSite:
+    """One scf.for, per program: iterations, bytes one iteration loads, whether it holds a dot."""
+
+    iterations: float = 0.0       # summed over every time the loop runs in a program
+    load_bytes: float = 0.0       # bytes one iteration loads (loads directly in its body)
+    has_dot: bool = False
+    has_load: bool = False
+    parent: int | None = None
+
+
+@dataclass
 class LaunchCounts:
     kernel: str
     grid: tuple[int, int, int]
@@ -40,6 +76,15 @@ class LaunchCounts:
     atomics: set = field(default_factory=set)         # (op, dtype)
     dtypes: set = field(default_factory=set)          # element types the kernel computes with
     estimated: bool = False
+    num_warps: int = 0                 # as the launch asked for them (0: the target's default)
+    num_stages: int = 0
+    dots: dict = field(default_factory=dict)          # site key -> DotSite
+    loops: dict = field(default_factory=dict)         # site key -> LoopSite
+    access: dict = field(default_factory=lambda: defaultdict(float))  # "contiguous"/"strided"/"indirect" -> bytes per program
+    load_rounds: float = 0.0           # dependent rounds of loads per program (latency chain)
+    reduce_bytes: int = 0              # largest tensor reduced or scanned across a program
+    reshape_bytes: int = 0             # largest tensor transposed, reshaped, joined or split
+    addresses: dict = field(default_factory=dict)     # arg name -> (base address, bytes): reuse across launches
 
     @property
     def programs(self) -> int:
@@ -90,7 +135,7 @@ def _bytes(t: Type) -> int:
 
 
 def analyse(module: Module, grid: tuple[int, int, int], args: list[Any], samples: int = 8,
-            unwritten: list[tuple[int, int]] = ()) -> LaunchCounts:
+            unwritten: list[tuple[int, int]] = (), num_warps: int = 0, num_stages: int = 0) -> LaunchCounts:
     """Counts of one launch: per-program figures are the mean over up to `samples` programs spread
     evenly over the grid (program ids enter loop bounds: causal attention, varlen sequences).
     `unwritten`: (address, bytes) ranges whose contents are not real data (outputs of earlier
@@ -112,12 +157,41 @@ def analyse(module: Module, grid: tuple[int, int, int], args: list[Any], samples
                     merged[key] += val / n
             setattr(counts, field_name, merged)
         counts.estimated = any(r.estimated for r in runs)
+        counts.load_rounds = sum(r.load_rounds for r in runs) / n
+        merged = defaultdict(float)
+        for r in runs:
+            for key, val in r.access.items():
+                merged[key] += val / n
+        counts.access = merged
+        counts.dots = _mean_sites([r.dots for r in runs], ("execs",))
+        counts.loops = _mean_sites([r.loops for r in runs], ("iterations", "load_bytes"))
         for r in runs[1:]:
             counts.dot_types |= r.dot_types
             counts.atomics |= r.atomics
             counts.dtypes |= r.dtypes
+            counts.reduce_bytes = max(counts.reduce_bytes, r.reduce_bytes)
+            counts.reshape_bytes = max(counts.reshape_bytes, r.reshape_bytes)
+    for loop in counts.loops.values():  # bytes per iteration (the walk summed them over iterations)
+        loop.load_bytes = loop.load_bytes / loop.iterations if loop.iterations else 0.0
     counts.footprint_bytes = max(_peak_live(b) for b in func.body.blocks)
+    counts.num_warps, counts.num_stages = num_warps, num_stages
     return counts
+
+
+def _mean_sites(per_run: list[dict], fields: tuple[str, ...]) -> dict:
+    """Sites (dots, loops) of several sampled programs: each numeric field averaged over the runs
+    (a site a program never reached counts zero there)."""
+    import copy
+    out: dict = {}
+    for sites in per_run:
+        for key, site in sites.items():
+            if key not in out:
+                out[key] = copy.copy(site)
+                for f in fields:
+                    setattr(out[key], f, 0.0)
+            for f in fields:
+                setattr(out[key], f, getattr(out[key], f) + getattr(site, f) / len(per_run))
+    return out
 
 
 def _pid_of(linear: int, grid: tuple[int, int, int]) -> tuple[int, int, int]:
@@ -136,9 +210,18 @@ def _analyse_program(module: Module, grid: tuple[int, int, int], args: list[Any]
         if isinstance(a, DeviceArg):
             walker.origin[v] = a.name
             counts.extents[a.name] = a.nbytes or math.inf
+            counts.addresses[a.name] = (a.address, a.nbytes)
     for block in func.body.blocks:  # blocks after an early return (cf.cond_br): an upper bound
         walker.block(block, env, 1.0)
     return counts
+
+
+_LOADS = ("tt.load", "tt.descriptor_load")
+#: ops an operand passes through on its way from memory to tt.dot without becoming a new value
+_PASS = ("tt.trans", "tt.reshape", "tt.broadcast", "tt.expand_dims", "arith.extf", "arith.truncf",
+         "tt.fp_to_fp", "arith.sitofp", "arith.uitofp", "tt.bitcast", "arith.bitcast", "ttg.convert_layout")
+_FREE_INT = ("arith.constant", "arith.index_cast", "arith.extsi", "arith.extui", "arith.trunci", "arith.bitcast")
+_RESHAPES = ("tt.trans", "tt.reshape", "tt.join", "tt.split", "tt.gather", "tt.histogram", "tt.cat")
 
 
 class _Walker:
@@ -148,6 +231,25 @@ class _Walker:
         self.memory = list(memory)
         self.unwritten: list[tuple[int, int]] = []
         self.origin: dict[Value, str] = {}  # pointer value -> the tensor argument it points into
+        self.defs: dict[Value, Op] = {}
+        self.loop_of: dict[int, int | None] = {}  # id(op) -> id of its innermost scf.for
+        for func in module.funcs.values():
+            for block in func.body.blocks:
+                self._index(block, None)
+        self.loop: int | None = None          # the scf.for being walked
+        self.strides: dict[Value, tuple | None] = {}  # integer/pointer tensor -> element stride per axis
+        self.splat: dict[Value, Any] = {}     # tensor -> the scalar it is filled with, when known
+        self.indirect: set = set()            # values derived from tensors loaded from memory
+
+    def _index(self, block: Block, loop: int | None) -> None:
+        for op in block.ops:
+            self.loop_of[id(op)] = loop
+            for r in op.results:
+                self.defs[r] = op
+            inner = id(op) if op.name == "scf.for" else loop
+            for region in op.regions:
+                for b in region.blocks:
+                    self._index(b, inner)
 
     def _traffic(self, by_arg: dict, ptr: Value, amount: float) -> None:
         name = self.origin.get(ptr)
@@ -155,8 +257,128 @@ class _Walker:
             by_arg[name] += amount
 
     def block(self, block: Block, env: dict, mult: float) -> None:
+        if any(op.name in _LOADS for op in block.ops):
+            self.c.load_rounds += mult  # the loads of one pass over a block issue together
         for op in block.ops:
             self.op(op, env, mult)
+
+    def _source(self, v: Value, dot: Op) -> str:
+        """Where a dot operand comes from: a load in the dot's own loop, another load, or a value
+        the program computed."""
+        seen = 0
+        while v in self.defs and seen < 32:
+            op = self.defs[v]
+            if op.name in _LOADS:
+                loop = self.loop_of.get(id(dot))
+                return "loop_load" if loop is not None and self.loop_of.get(id(op)) == loop else "load"
+            if op.name not in _PASS or not op.operands:
+                return "computed"
+            v, seen = op.operands[0], seen + 1
+        return "computed"
+
+    def _dot_site(self, op: Op, mult: float) -> None:
+        a, b, acc = (v.type for v in op.operands[:3])
+        site = self.c.dots.get(id(op))
+        if site is None:
+            operand, accum = dtype_name(a), dtype_name(acc)
+            if operand == "fp32" and op.attrs.get("inputPrecision", "tf32") in ("tf32", "tf32x3"):
+                operand = "tf32"
+            batch = math.prod(a.shape[:-2]) if len(a.shape) > 2 else 1
+            site = DotSite(m=a.shape[-2], n=b.shape[-1], k=a.shape[-1], batch=batch, operand=operand, acc=accum,
+                           a_bytes=self._operand_bytes(op.operands[0]), b_bytes=self._operand_bytes(op.operands[1]),
+                           a_src=self._source(op.operands[0], op), b_src=self._source(op.operands[1], op),
+                           loop=self.loop_of.get(id(op)))
+            self.c.dots[id(op)] = site
+        site.execs += mult
+        if site.loop is not None and site.loop in self.c.loops:
+            self.c.loops[site.loop].has_dot = True
+
+    def _operand_bytes(self, v: Value) -> int:
+        """Bytes of a dot operand as it sits in memory: the element type of the load it came from
+        (an fp8 tile upcast in registers is staged as fp8)."""
+        seen, best = 0, _bytes(v.type)
+        while v in self.defs and seen < 32:
+            op = self.defs[v]
+            if op.name in _LOADS:
+                return _bytes(op.results[0].type)
+            if op.name not in _PASS or not op.operands:
+                break
+            v, seen = op.operands[0], seen + 1
+        return best
+
+    # ---- access patterns ---------------------------------------------------------------------
+    def _track(self, op: Op, env: dict) -> None:
+        """Element strides per axis of integer and pointer tensors, scalars tensors are filled with,
+        and which values derive from loaded tensors (indirect addressing)."""
+        n = op.name
+        if not op.results:
+            return
+        r = op.results[0]
+        if any(v in self.indirect for v in op.operands) or (n in _LOADS and isinstance(r.type, TensorType)):
+            for res in op.results:
+                self.indirect.add(res)
+        if not isinstance(r.type, TensorType):
+            return
+        rank = len(r.type.shape)
+        st = self.strides.get
+        if n == "tt.make_range":
+            self.strides[r] = (1,)
+        elif n == "tt.splat":
+            self.strides[r] = (0,) * rank
+            if op.operands and env.get(op.operands[0]) is not None:
+                self.splat[r] = env.get(op.operands[0])
+        elif n == "arith.constant":
+            v = op.attrs.get("value")
+            if getattr(v, "splat", False):
+                self.strides[r] = (0,) * rank
+                self.splat[r] = v.values
+        elif n == "tt.expand_dims" and st(op.operands[0]) is not None:
+            s = list(st(op.operands[0]))
+            s.insert(op.attrs.get("axis", 0), 0)
+            self.strides[r] = tuple(s)
+        elif n in ("tt.broadcast", "arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast"):
+            self.strides[r] = st(op.operands[0])
+            if op.operands[0] in self.splat:
+                self.splat[r] = self.splat[op.operands[0]]
+        elif n == "tt.trans" and st(op.operands[0]) is not None:
+            order = op.attrs.get("order") or list(range(rank))[::-1]
+            src = st(op.operands[0])
+            self.strides[r] = tuple(src[i] for i in order) if len(order) == len(src) else None
+        elif n in ("arith.addi", "arith.subi", "tt.addptr") and len(op.operands) == 2:
+            a, b = st(op.operands[0]), st(op.operands[1])
+            if a is not None and b is not None and len(a) == len(b):
+                self.strides[r] = tuple(x + y if n != "arith.subi" else x - y for x, y in zip(a, b))
+        elif n in ("arith.muli", "arith.shli") and len(op.operands) == 2:
+            for x, y in ((0, 1), (1, 0)):
+                s, c = st(op.operands[x]), self.splat.get(op.operands[y])
+                if s is not None and isinstance(c, int) and not isinstance(c, bool):
+                    self.strides[r] = tuple(v * (c if n == "arith.muli" else 1 << c) for v in s)
+                    break
+        elif n == "tt.make_tensor_ptr":
+            self.strides[r] = None
+
+    def _access(self, op: Op, ptr: Value, amount: float) -> None:
+        t = op.results[0].type if op.name in _LOADS else op.operands[1].type
+        if op.name.startswith("tt.descriptor") or not isinstance(t, TensorType):
+            self.c.access["contiguous" if isinstance(t, TensorType) else "scalar"] += amount
+            return
+        if ptr in self.indirect:
+            self.c.access["indirect"] += amount
+            return
+        elem = isinstance(ptr.type.element, PointerType) and ptr.type.element.pointee
+        if isinstance(ptr.type.element, PointerType) and isinstance(ptr.type.element.pointee, TensorType):
+            self.c.access["contiguous"] += amount  # block pointer: rows of a tile
+            return
+        strides = self.strides.get(ptr)
+        shape = t.shape
+        axes = [i for i, d in enumerate(shape) if d > 1]
+        if strides is None or not axes or len(strides) != len(shape):
+            self.c.access["contiguous" if strides is None or not axes else "strided"] += amount
+            return
+        # the compiler coalesces along whichever axis is contiguous in memory
+        s = min(abs(strides[i]) if strides[i] != 0 else 1 for i in axes)
+        width = max(1, elem.bits // 8) if isinstance(elem, ScalarType) else 4
+        self.c.access["contiguous" if s <= 1 or s * width <= 4 else "strided"] += amount
 
     def op(self, op: Op, env: dict, mult: float) -> None:
         c, n = self.c, op.name
@@ -164,12 +386,18 @@ class _Walker:
             if isinstance(r.type.element, ScalarType) and r.type.element.is_float:
                 c.dtypes.add(dtype_name(r.type))
         self._propagate_origin(op)
+        self._track(op, env)
         if n == "tt.load" or n == "tt.descriptor_load":
             c.bytes_loaded += mult * _bytes(op.results[0].type)
             self._traffic(c.loaded_by_arg, op.operands[0], mult * _bytes(op.results[0].type))
+            self._access(op, op.operands[0], mult * _bytes(op.results[0].type))
+            if self.loop is not None and self.loop in c.loops:
+                c.loops[self.loop].load_bytes += mult * _bytes(op.results[0].type)
+                c.loops[self.loop].has_load = True
         elif n == "tt.store" or n == "tt.descriptor_store":
             c.bytes_stored += mult * _bytes(op.operands[1].type)
             self._traffic(c.stored_by_arg, op.operands[0], mult * _bytes(op.operands[1].type))
+            self._access(op, op.operands[0], mult * _bytes(op.operands[1].type))
         elif n in ("tt.atomic_rmw", "tt.atomic_cas"):
             val = op.operands[1] if n == "tt.atomic_rmw" else op.operands[2]
             c.bytes_loaded += mult * _bytes(val.type)
@@ -188,17 +416,35 @@ class _Walker:
                 operand = "tf32"
             c.dot_types.add((operand, accum))
             c.flops[("matrix", operand, accum)] += mult * 2.0 * batch * m * nn * k
+            self._dot_site(op, mult)
         elif n in _SPECIAL:
             c.flops[("special", dtype_name(op.results[0].type), "")] += mult * _numel(op.results[0].type)
         elif n.startswith("arith.") and n.endswith("f") and op.results and n != "arith.constant":
             c.flops[("vector", dtype_name(op.results[0].type), "")] += mult * _numel(op.results[0].type)
+        elif (n.startswith("arith.") and n not in _FREE_INT and op.results
+              and isinstance(op.results[0].type, TensorType) and isinstance(op.results[0].type.elem, ScalarType)
+              and op.results[0].type.elem.is_int):
+            # integer work on tensors (indices, hashes, random bits): vector instructions too
+            c.flops[("vector", dtype_name(op.results[0].type), "")] += mult * _numel(op.results[0].type)
         elif n == "tt.reduce" or n == "tt.scan":
             per = sum(1 for inner in op.regions[0].entry.ops if inner.name.startswith("arith."))
             c.flops[("vector", dtype_name(op.operands[0].type), "")] += mult * per * _numel(op.operands[0].type)
+            c.reduce_bytes = max(c.reduce_bytes, sum(_value_bytes(v) for v in op.operands))
+        elif n in _RESHAPES and op.results:
+            c.reshape_bytes = max(c.reshape_bytes, sum(_value_bytes(v) for v in op.results))
         if n == "scf.for":
             trips = self._trips(env, op)
             body = op.regions[0].entry
+            site = c.loops.setdefault(id(op), LoopSite(parent=self.loop))
+            site.iterations += mult * trips
+            for init, arg in zip(op.operands[3:], body.args[1:]):
+                if init in self.strides:
+                    self.strides[arg] = self.strides[init]
+                if init in self.indirect:
+                    self.indirect.add(arg)
+            outer, self.loop = self.loop, id(op)
             self.block(body, dict(env), mult * trips)
+            self.loop = outer
         elif n == "scf.if":
             cond = env.get(op.operands[0])
             taken = op.regions if cond is None else (op.regions[:1] if cond else op.regions[1:2])

@@ -1,23 +1,28 @@
 """Would a kernel fit a device, and how long would it take there.
 
-Fit: the peak on-chip bytes of one program against what one program may use on the device (its
-scratchpad or shared memory, plus the register file where the device model lists one), the
-grid against the device's limits, and every dtype path (tt.dot operand/accumulator, atomics,
-fp64/fp8 arithmetic) against what the device model lists.
-Time: a roofline with waves. Memory time = DRAM bytes / DRAM bandwidth, where each tensor argument's
-traffic is capped at its size (the floor: every input read once, every output written once, re-reads
-served on chip); compute time = flops / the rate of
-the unit that does them (matrix by operand and accumulator dtype, vector by dtype, special
-functions); programs run in waves of `units`, so a partial last wave costs a whole one; plus the
-device's launch overhead per launch.
+Fit: what one program keeps on chip as the target's compiler allocates it (sdk.simulator.onchip:
+staged dot operands times the pipelining depth, scratch; on a scratchpad device every live tile)
+against what one program may use (shared memory or scratchpad); the grid against the device's
+limits; every dtype path (tt.dot operand/accumulator, atomics, fp64/fp8 arithmetic) against what
+the device model lists. A GPU program whose tiles outgrow the register file still runs (the compiler
+spills): that is a note, not a verdict.
+Time: sdk.simulator.timing, from the device's datasheet figures and the learned efficiencies
+(efficiencies.json); the launches of one call share L2 (a later launch reads what an earlier one
+wrote from it).
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..device_models.records import DeviceModel
 from .analysis import LaunchCounts
+from .onchip import staging_for
+from .timing import Efficiencies, launch_time
+
+EFFICIENCIES = Path(__file__).with_name("efficiencies.json")
 
 
 @dataclass
@@ -25,33 +30,48 @@ class Prediction:
     time_s: float
     fits: bool
     why: list[str] = field(default_factory=list)
-    bound: str = ""              # "memory", "compute", or "launch"
-    bytes: float = 0.0
+    bound: str = ""              # "memory", "matrix", "vector", "latency" or "launch"
+    bytes: float = 0.0           # DRAM bytes
     flops: float = 0.0
     programs: int = 0
-    footprint_bytes: int = 0
+    footprint_bytes: int = 0     # peak live tile bytes of one program (registers + on-chip memory)
+    shared_bytes: int = 0        # what one program keeps in shared memory / the scratchpad
     estimated: bool = False
+    notes: list[str] = field(default_factory=list)
+    terms: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"time_s": self.time_s, "fits": self.fits, "why": self.why, "bound": self.bound,
                 "bytes": self.bytes, "flops": self.flops, "programs": self.programs,
-                "footprint_bytes": self.footprint_bytes, "estimated": self.estimated}
+                "footprint_bytes": self.footprint_bytes, "shared_bytes": self.shared_bytes,
+                "estimated": self.estimated, "notes": self.notes,
+                "terms": {k: v for k, v in self.terms.items()}}
 
 
-def _rate(device: DeviceModel, unit: str, dtype: str, acc: str) -> float | None:
-    if unit == "matrix":
-        return device.matrix_flops_per_s(dtype, acc)
-    if unit == "special":
-        return device.special_function_ops_per_s or device.vector_flops_per_s("fp32")
-    return device.vector_flops_per_s(dtype) or (device.vector_flops_per_s("fp32")
-                                                if dtype in ("bf16", "fp16", "fp8e4m3", "fp8e5m2") else None)
+def load_efficiencies(path: Path | None = None) -> Efficiencies:
+    """The learned efficiencies (the shipped file unless `path`); defaults where none is stored."""
+    p = Path(path) if path else EFFICIENCIES
+    if not p.exists():
+        return Efficiencies()
+    data = json.loads(p.read_text())
+    return Efficiencies.from_dict(data.get("efficiencies", data))
 
 
-def predict_launch(c: LaunchCounts, device: DeviceModel) -> Prediction:
+_DEFAULT: list = []
+
+
+def _default_eff() -> Efficiencies:
+    if not _DEFAULT:
+        _DEFAULT.append(load_efficiencies())
+    return _DEFAULT[0]
+
+
+def fit_reasons(c: LaunchCounts, device: DeviceModel, shared: int) -> list[str]:
     why: list[str] = []
-    budget = device.program_on_chip_bytes
-    if budget and c.footprint_bytes > budget:
-        why.append(f"{c.kernel}: one program needs {c.footprint_bytes / 1024:.0f} KiB on chip, "
+    budget = device.max_program_bytes
+    if budget and shared > budget:
+        where = "shared memory" if device.memory.per_unit.registers_kib else "on-chip memory"
+        why.append(f"{c.kernel}: one program needs {shared / 1024:.0f} KiB of {where}, "
                    f"{budget / 1024:.0f} KiB available")
     for axis, (n, cap) in enumerate(zip(c.grid, device.max_grid)):
         if n > cap:
@@ -65,35 +85,47 @@ def predict_launch(c: LaunchCounts, device: DeviceModel) -> Prediction:
     for dtype in sorted(c.dtypes):
         if not device.supports(dtype):
             why.append(f"{c.kernel}: computes in {dtype}, which the device does not support")
-    programs = max(c.programs, 1)
-    units = max(device.units, 1)
-    waves = math.ceil(programs / units)
-    occupancy = programs / (waves * units)
-    total_bytes = c.dram_bytes()
-    t_mem = total_bytes / device.dram_bytes_per_s
-    t_comp = 0.0
-    total_flops = 0.0
-    for (unit, dtype, acc), per_program in c.flops.items():
-        rate = _rate(device, unit, dtype, acc)
-        total_flops += per_program * programs
-        if rate:
-            t_comp += per_program * programs / rate
-    t_comp /= occupancy
-    overhead = device.launch_overhead_s or 0.0
-    time_s = max(t_mem, t_comp) + overhead
-    bound = "launch" if overhead > max(t_mem, t_comp) else ("memory" if t_mem >= t_comp else "compute")
-    return Prediction(time_s, not why, why, bound, total_bytes, total_flops, programs, c.footprint_bytes,
-                      c.estimated)
+    return why
 
 
-def predict(launches: list[LaunchCounts], device: DeviceModel) -> Prediction:
-    """A kernel's launches (one case) on one device: times add up, every check must pass."""
-    parts = [predict_launch(c, device) for c in launches]
+def predict_launch(c: LaunchCounts, device: DeviceModel, eff: Efficiencies | None = None,
+                   l2_resident: dict | None = None) -> Prediction:
+    eff = eff or _default_eff()
+    st = staging_for(device)
+    t = launch_time(c, device, eff, l2_resident, st)
+    why = fit_reasons(c, device, t.shared_bytes)
+    notes = list(t.notes)
+    regs = device.memory.per_unit.registers_kib
+    if st.gpu and regs and c.footprint_bytes > t.shared_bytes + regs.value * 1024:
+        notes.append(f"{c.kernel}: {c.footprint_bytes / 1024:.0f} KiB of live tiles exceed the register file: "
+                     "the compiler spills")
+    total_flops = sum(v for (_, dtype, _), v in c.flops.items()
+                      if not dtype.startswith(("int", "uint"))) * max(c.programs, 1)
+    return Prediction(t.time_s, not why, why, t.bound, t.dram_bytes, total_flops, c.programs,
+                      c.footprint_bytes, t.shared_bytes, c.estimated, notes, dict(t.terms))
+
+
+def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies | None = None) -> Prediction:
+    """A kernel's launches (one case) on one device: times add up, every check must pass; the
+    launches share L2."""
+    resident: dict = {}
+    parts = [predict_launch(c, device, eff, resident) for c in launches]
     if not parts:
         return Prediction(0.0, True, ["launches no kernel"])
+    terms: dict = {}
+    for p in parts:
+        for k, v in p.terms.items():
+            terms[k] = terms.get(k, 0.0) + v
     return Prediction(
         time_s=sum(p.time_s for p in parts), fits=all(p.fits for p in parts),
         why=[w for p in parts for w in p.why],
         bound=max(parts, key=lambda p: p.time_s).bound, bytes=sum(p.bytes for p in parts),
         flops=sum(p.flops for p in parts), programs=max(p.programs for p in parts),
-        footprint_bytes=max(p.footprint_bytes for p in parts), estimated=any(p.estimated for p in parts))
+        footprint_bytes=max(p.footprint_bytes for p in parts), shared_bytes=max(p.shared_bytes for p in parts),
+        estimated=any(p.estimated for p in parts), notes=sorted({n for p in parts for n in p.notes}),
+        terms=terms)
+
+
+def relative_error(predicted: float, measured: float) -> float:
+    """|log(predicted / measured)| as a percentage: 10% means 1.1x either way."""
+    return 100 * (math.exp(abs(math.log(predicted / measured))) - 1)

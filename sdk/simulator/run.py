@@ -14,48 +14,84 @@ from .analysis import LaunchCounts, analyse
 from .model import predict
 
 
-def capture_case(spec: KernelSpec, case, dtype: str) -> list[LaunchCounts]:
+class Captured(list):
+    """The analysed launches of one call; `target_dependent`: whether the wrapper asked for device
+    properties or the kernels use fp8 types (then another target may launch something else)."""
+
+    target_dependent: bool = False
+
+
+def capture_case(spec: KernelSpec, case, dtype: str, fp8: tuple[str, ...] | None = None,
+                 props: dict | None = None) -> Captured:
+    """The launches of one (case, dtype), analysed, as launched for a target with these fp8 types
+    and device properties (wrappers that pick native fp8 or an emulation, or size tiles and grids
+    by the device, pick as they would there)."""
     gen = torch.Generator(device="cpu").manual_seed(case_seed(spec.name, case.name, dtype))
     inputs = spec.make_inputs(case, DTYPES[dtype], "cpu", gen)
-    cap = capture()
+    cap = capture(fp8, props)
     with cap:
         spec.run(inputs, case)
-    out, written = [], []
+    out, written = Captured(), []
     for launch in cap.launches:
-        counts = analyse(launch.module, launch.grid, launch.args, unwritten=written)
+        counts = analyse(launch.module, launch.grid, launch.args, unwritten=written,
+                         num_warps=launch.num_warps, num_stages=launch.num_stages)
         out.append(counts)
         # what this launch stores was never computed (nothing ran): later launches must not read it
         written += [(a.address, a.nbytes) for a in launch.args
                     if isinstance(a, DeviceArg) and counts.stored_by_arg.get(a.name)]
+    out.target_dependent = cap.queried or _uses_fp8(out)
     return out
 
 
 def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full: bool = False,
-                   progress: Callable[[str], None] | None = None) -> dict:
+                   progress: Callable[[str], None] | None = None, efficiencies=None) -> dict:
     """{"devices": [...], "cases": [...], "by_device": {device: {"device": d, "kernels": {...}}}}.
-    `by_device[d]` is the per-kernel summary the coverage report reads (`day0 report --sim`)."""
+    `by_device[d]` is the per-kernel summary the coverage report reads (`day0 report --sim`): the
+    slowest case's time, whether every case fits, and the verdict per dtype (`fits_by_dtype`), so
+    that one dtype a device lacks does not hide the others that run."""
+    from .model import load_efficiencies
+    from .onchip import target_profile
+    eff = efficiencies or load_efficiencies()
     cases_out: list[dict] = []
     by_device = {d.name: {"device": d.name, "kernels": {}} for d in devices}
+    # devices whose Triton targets report different fp8 types or properties may launch different
+    # kernels: the first target is captured for every item, the others again where it mattered
+    profiles: dict[tuple, list[DeviceModel]] = {}
+    for d in devices:
+        profiles.setdefault(target_profile(d), []).append(d)
+    order = sorted(profiles, key=lambda p: len(p[0]), reverse=True)
     for spec in specs:
         for case in _cases(spec, full):
             for dtype in spec.dtypes:
                 if progress:
                     progress(f"{spec.name}/{case.name}/{dtype}")
-                try:
-                    launches = capture_case(spec, case, dtype)
-                except Exception as exc:  # a wrapper that cannot run without real data
-                    last = (str(exc).strip().splitlines() or [""])[-1]
-                    for d in devices:
-                        _merge(by_device[d.name]["kernels"], spec.name, None,
-                               f"not simulated: {type(exc).__name__}: {last}")
-                    continue
-                for d in devices:
-                    p = predict(launches, d)
-                    row = {"kernel": spec.name, "group": spec.group, "case": case.name, "dtype": dtype,
-                           "device": d.name, **p.as_dict()}
-                    cases_out.append(row)
-                    _merge(by_device[d.name]["kernels"], spec.name, p, "")
+                first = None  # the launches captured under the first (richest) profile
+                for i, profile in enumerate(order):
+                    if i > 0 and first is not None and not first.target_dependent:
+                        launches = first
+                    else:
+                        try:
+                            launches = capture_case(spec, case, dtype, profile[0], dict(profile[1]))
+                        except Exception as exc:  # a wrapper that cannot run without real data
+                            last = (str(exc).strip().splitlines() or [""])[-1]
+                            for d in profiles[profile]:
+                                _merge(by_device[d.name]["kernels"], spec.name, None,
+                                       f"not simulated: {type(exc).__name__}: {last}", dtype)
+                            continue
+                        if i == 0:
+                            first = launches
+                    for d in profiles[profile]:
+                        p = predict(launches, d, eff)
+                        row = {"kernel": spec.name, "group": spec.group, "case": case.name, "dtype": dtype,
+                               "device": d.name, **p.as_dict()}
+                        cases_out.append(row)
+                        _merge(by_device[d.name]["kernels"], spec.name, p, "", dtype)
     return {"devices": [d.name for d in devices], "cases": cases_out, "by_device": by_device}
+
+
+def _uses_fp8(launches: list[LaunchCounts]) -> bool:
+    return any(t.startswith("fp8") or t.startswith("f8") for c in launches
+               for t in c.dtypes | {o for o, _ in c.dot_types})
 
 
 def _cases(spec: KernelSpec, full: bool) -> list:
@@ -64,13 +100,19 @@ def _cases(spec: KernelSpec, full: bool) -> list:
     return ([c for c in spec.cases if not c.quick] or quick) if full else quick
 
 
-def _merge(kernels: dict, name: str, p, note: str) -> None:
-    """Per kernel: the slowest case's time, fits only if every case fits, every reason once."""
-    cur = kernels.setdefault(name, {"time_s": 0.0, "fits": True, "why": []})
+def _merge(kernels: dict, name: str, p, note: str, dtype: str = "") -> None:
+    """Per kernel: the slowest case's time, fits only if every case fits, every reason once, and
+    the same per dtype."""
+    cur = kernels.setdefault(name, {"time_s": 0.0, "fits": True, "why": [], "fits_by_dtype": {}})
+    by_dtype = cur["fits_by_dtype"]
     if p is None:
         cur["fits"] = False
         cur["why"] = sorted(set(cur["why"]) | {note})
+        if dtype:
+            by_dtype[dtype] = False
         return
     cur["time_s"] = max(cur["time_s"], p.time_s)
     cur["fits"] = cur["fits"] and p.fits
     cur["why"] = sorted(set(cur["why"]) | set(p.why))
+    if dtype:
+        by_dtype[dtype] = by_dtype.get(dtype, True) and p.fits

@@ -1,0 +1,232 @@
+"""Validate the simulator: learn its efficiencies on one GPU, predict a GPU it never saw.
+
+    python benchmarks/sim_validate.py --calibrate results/sim_v2/h100.json --calibrate-device nvidia_h100 \
+        --holdout results/sim_v2/h200.json --holdout-device nvidia_h200 \
+        --out results/sim_v2/validation.json [--write-efficiencies sdk/simulator/efficiencies.json] \
+        [--cache /tmp/sim_counts.pkl]
+
+Inputs are benchmarks/sim_measure.py results (median times of every suite kernel's full cases).
+Every measured (kernel, case, dtype) is captured once here (no GPU: TTIR and launch arguments, the
+same seed as on the GPU) and predicted from the device model's datasheet figures:
+1. calibration: the efficiencies are fitted on every calibration row (sdk.simulator.calibrate);
+   in-sample errors are reported as such;
+2. leave one kernel out: for each kernel, efficiencies fitted on the other kernels' rows predict
+   its rows;
+3. held out: the held-out device's rows predicted with the efficiencies fitted on the calibration
+   device, from the held-out device model's datasheet figures.
+Prints median and worst |error| per class (the bound of the prediction: memory, matrix, vector,
+latency, launch) and writes everything as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import hashlib
+import inspect
+import json
+import math
+import pickle
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def measured_rows(path: Path) -> dict[tuple, dict]:
+    data = json.loads(path.read_text())
+    out = {}
+    for r in data.get("rows", []):
+        if r.get("status") == "measured" and r.get("day0_ms"):
+            out[(r["kernel"], r["case"], r["dtype"])] = r
+    return out
+
+
+#: a call is bound by its wrapper's host work when the time measured around it exceeds the GPU
+#: time of the kernels it launched (profiled) by more than this many seconds and this fraction
+HOST_EXCESS_S, HOST_EXCESS_FRACTION = 10e-6, 0.3
+
+
+def host_bound(row: dict) -> bool | None:
+    """Whether the wrapper's host work (synchronising copies of metadata, Python) rather than the
+    device set the measured time; None without a profile of the call."""
+    launches = [x for x in row.get("launches") or [] if "us" in x]
+    if not launches:
+        return None
+    t, gpu = row["day0_ms"] * 1e-3, sum(x["us"] for x in launches) * 1e-6
+    return t - gpu > max(HOST_EXCESS_S, HOST_EXCESS_FRACTION * t)
+
+
+def _code_hash() -> str:
+    h = hashlib.sha256()
+    for f in ("sdk/simulator/analysis.py", "sdk/capture.py"):
+        h.update((ROOT / f).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def capture_all(keys: list[tuple], cache_path: Path | None, device) -> dict[tuple, list | str]:
+    """Each key's launches, captured as the device's Triton target would launch them (its fp8
+    types and device properties: wrappers that size tiles or grids by the device do so as there)."""
+    from sdk.conformance.spec import registered
+    from sdk.simulator.onchip import target_profile
+    from sdk.simulator.run import capture_case
+    fp8, props = target_profile(device)
+    suite = registered()
+    cache: dict = {}
+    if cache_path and cache_path.exists():
+        try:
+            cache = pickle.loads(cache_path.read_bytes())
+        except Exception:
+            cache = {}
+    code = _code_hash() + repr((fp8, props))
+    out = {}
+    t0 = time.monotonic()
+    for i, key in enumerate(keys):
+        spec = suite.get(key[0])
+        if spec is None:
+            out[key] = "kernel no longer in the suite"
+            continue
+        src = inspect.getsourcefile(spec.run) or ""
+        stamp = (code, hashlib.sha256(Path(src).read_bytes()).hexdigest()[:16] if src else "")
+        hit = cache.get(key)
+        if hit and hit[0] == stamp:
+            out[key] = hit[1]
+            continue
+        case = next((c for c in spec.cases if c.name == key[1]), None)
+        try:
+            out[key] = capture_case(spec, case, key[2], fp8, dict(props)) if case else "case no longer in the suite"
+        except Exception as exc:
+            out[key] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[-1][:200]}"
+        cache[key] = (stamp, out[key])
+        print(f"  captured {i + 1}/{len(keys)} {'/'.join(key)} ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+        if cache_path:
+            cache_path.write_bytes(pickle.dumps(cache))
+    return out
+
+
+def _rows(measured: dict, counts: dict, device, suite) -> tuple[list, list]:
+    from sdk.simulator.calibrate import Row
+    rows, skipped = [], []
+    for key, m in sorted(measured.items()):
+        c = counts.get(key)
+        if not isinstance(c, list) or not c:
+            skipped.append({"kernel": key[0], "case": key[1], "dtype": key[2], "why": c if isinstance(c, str) else "no launch"})
+            continue
+        rows.append(Row(key, m.get("group", suite[key[0]].group if key[0] in suite else ""), c, device,
+                        m["day0_ms"] * 1e-3))
+    return rows, skipped
+
+
+def _print_block(title: str, s: dict) -> None:
+    print(f"\n{title}")
+    if not s.get("n", 1) or "all" not in s:
+        print("  nothing to score")
+        return
+    print(f"  {'class':10s} {'n':>4s} {'median |err|':>13s} {'mean |err|':>11s} {'within 2x':>10s}  worst")
+    for cls, b in [("all", s["all"])] + sorted(s["by_class"].items()):
+        w = b["worst"]
+        print(f"  {cls:10s} {b['n']:4d} {b['median_abs_error_pct']:12.1f}% {b['mean_abs_error_pct']:10.1f}% "
+              f"{b['within_2x']:5d}/{b['n']:<4d}  {w['kernel']}/{w['case']} x{w['ratio']:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calibrate", type=Path, required=True, help="sim_measure.py JSON of the calibration GPU")
+    ap.add_argument("--calibrate-device", default="nvidia_h100")
+    ap.add_argument("--holdout", type=Path, help="sim_measure.py JSON of a GPU never used for calibration")
+    ap.add_argument("--holdout-device", default="nvidia_h200")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--write-efficiencies", type=Path, help="store the efficiencies fitted on every calibration row")
+    ap.add_argument("--cache", type=Path, help="pickle of captured launches, reused while the code is unchanged")
+    ap.add_argument("--no-loko", action="store_true", help="skip leave-one-kernel-out")
+    args = ap.parse_args(argv)
+
+    from sdk.conformance.spec import registered
+    from sdk.device_models import load
+    from sdk.simulator.calibrate import errors, fit, summarize
+    suite = registered()
+    cal = measured_rows(args.calibrate)
+    hold = measured_rows(args.holdout) if args.holdout else {}
+    keys = sorted(set(cal) | set(hold))
+    cal_device, hold_device = load(args.calibrate_device), load(args.holdout_device)
+    from sdk.simulator.onchip import target_profile
+    if args.holdout and target_profile(cal_device) != target_profile(hold_device):
+        print("sim_validate: the two devices' Triton targets differ (fp8 types or properties); the calls are "
+              "captured for the calibration device", file=sys.stderr)
+    counts = capture_all(keys, args.cache, cal_device)
+    cal_rows, cal_skipped = _rows(cal, counts, cal_device, suite)
+    hold_rows, hold_skipped = _rows(hold, counts, hold_device, suite) if hold else ([], [])
+
+    host = {k for k, m in cal.items() if host_bound(m)}
+    fit_rows = [r for r in cal_rows if r.key not in host]
+    print(f"{len(cal_rows)} calibration calls, {len(host)} of them bound by their wrapper's host work "
+          f"(profiled GPU time far below the measured time): fitted on the other {len(fit_rows)}")
+    t0 = time.monotonic()
+    eff = fit(fit_rows)
+    in_sample = errors(fit_rows, eff)
+    host_rows = errors([r for r in cal_rows if r.key in host], eff)
+    result = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+              "calibration": {"file": str(args.calibrate), "device": args.calibrate_device, "rows": len(cal_rows),
+                              "kernels": len({r.key[0] for r in cal_rows}), "not_simulated": cal_skipped},
+              "host_bound_rule": f"measured - profiled GPU time > max({HOST_EXCESS_S * 1e6:.0f} us, "
+                                 f"{HOST_EXCESS_FRACTION:.0%} of measured)",
+              "efficiencies": eff.as_dict(), "in_sample": {"summary": summarize(in_sample), "rows": in_sample},
+              "calibration_host_bound": {"summary": summarize(host_rows), "rows": host_rows}}
+    _print_block(f"in sample ({args.calibrate_device}, fitted on these rows)", result["in_sample"]["summary"])
+    ran_but_no_fit = sorted({f"{r['kernel']}/{r['case']}" for r in in_sample if not r["fits"]})
+    result["calibration"]["ran_but_predicted_not_to_fit"] = ran_but_no_fit
+    print(f"  measured calls predicted not to fit {args.calibrate_device}: {ran_but_no_fit or 'none'}")
+
+    if not args.no_loko:
+        kernels = sorted({r.key[0] for r in fit_rows})
+        loko = []
+        for k in kernels:
+            train = [r for r in fit_rows if r.key[0] != k]
+            test = [r for r in fit_rows if r.key[0] == k]
+            loko += errors(test, fit(train, start=eff, spans=(2.0, 1.2, 1.05), passes=2))
+        result["leave_one_kernel_out"] = {"summary": summarize(loko), "rows": loko}
+        _print_block(f"leave one kernel out ({args.calibrate_device}, each kernel predicted by a fit without it)",
+                     result["leave_one_kernel_out"]["summary"])
+    if hold_rows:
+        held = errors(hold_rows, eff)
+        for r in held:
+            key = (r["kernel"], r["case"], r["dtype"])
+            r["host_bound_on_calibration_device"] = (key in host) if key in cal and host_bound(cal[key]) is not None else None
+        device = [r for r in held if not r["host_bound_on_calibration_device"]]
+        ran = sorted({f"{r['kernel']}/{r['case']}" for r in held if not r["fits"]})
+        print(f"  measured calls predicted not to fit {args.holdout_device}: {ran or 'none'}")
+        result["holdout"] = {"file": str(args.holdout), "device": args.holdout_device, "rows": len(hold_rows),
+                             "kernels": len({r.key[0] for r in hold_rows}), "not_simulated": hold_skipped,
+                             "ran_but_predicted_not_to_fit": ran,
+                             "summary": summarize(held), "summary_device_bound": summarize(device),
+                             "rows_scored": held}
+        for label, rs in (("all", held), ("device_bound", device)):
+            by_kernel = {}
+            for r in rs:
+                by_kernel.setdefault(r["kernel"], []).append(r["ratio"])
+            result["holdout"][f"kernels_beyond_2x_{label}"] = sorted(
+                k for k, v in by_kernel.items() if any(x > 2 or x < 0.5 for x in v))
+        _print_block(f"held out ({args.holdout_device}: datasheet figures + efficiencies learned on "
+                     f"{args.calibrate_device}), every measured call", result["holdout"]["summary"])
+        print(f"  kernels off by more than 2x: {result['holdout']['kernels_beyond_2x_all'] or 'none'}")
+        _print_block(f"held out, without the calls bound by their wrapper's host work on the "
+                     f"{args.calibrate_device}", result["holdout"]["summary_device_bound"])
+        print(f"  kernels off by more than 2x: {result['holdout']['kernels_beyond_2x_device_bound'] or 'none'}")
+    result["fit_wall_s"] = round(time.monotonic() - t0, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    from sdk.fileio import atomic_write_text, json_text
+    atomic_write_text(args.out, json_text(result, indent=1) + "\n")
+    if args.write_efficiencies:
+        atomic_write_text(args.write_efficiencies, json_text(
+            {"efficiencies": {**eff.as_dict(), "source": f"fitted on {len(cal_rows)} calls of "
+                              f"{result['calibration']['kernels']} kernels measured on {args.calibrate_device} "
+                              f"({args.calibrate.name}) by benchmarks/sim_validate.py"}}, indent=1) + "\n")
+        print(f"wrote {args.write_efficiencies}")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""How long one launch takes on a device: a tile model for dots, DRAM traffic with L2 reuse, access
+patterns, and a latency floor, scaled by a few efficiencies learned on a real GPU.
+
+Every rate comes from the device model's datasheet figures; `Efficiencies` (efficiencies.json,
+learned from GPU runs by benchmarks/sim_validate.py) says which fraction of each a Triton kernel
+reaches. Terms, for a launch of P programs on U units holding R programs each (R from the shared
+memory and registers one program needs):
+
+- matrix: each tt.dot padded up to the matrix unit's instruction shape (`matrix.tile_mnk`), at the
+  unit's rate for its operand and accumulator dtypes; a unit works through its ceil(P / U)
+  programs one after another, so a grid smaller than the device leaves units idle. A dtype the unit
+  has no rate for runs at the nearest wider rate it has (fp8 at bf16/fp16, tf32 at fp32) or on the
+  vector unit, and the prediction says so: the flops are never dropped.
+- vector and special functions likewise, at the vector and special-function rates.
+- memory: each argument's traffic, its re-reads served by L2 while what the concurrently running
+  programs touch fits in it, bytes an earlier launch of the same call wrote and L2 still holds read
+  from L2, split by access pattern (contiguous, strided, indirect) with an efficiency per pattern.
+- latency: rounds of dependent loads per program (a loop's loads issue together each iteration;
+  a pipelined loop keeps num_stages - 1 iterations in flight) times the DRAM latency, per wave.
+- the launch floor: fixed cost per launch (launch, first wave ramp, last wave drain), learned on
+  the calibration GPU and scaled by the device model's launch overhead against that GPU's.
+time = floor + max(memory, compute, latency).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..device_models.records import DeviceModel
+from .analysis import LaunchCounts
+from .onchip import Staging, dot_path, shared_bytes, staging_for, stages_of, warps_of
+
+#: what a device's threads per unit are when the model does not say (NVIDIA and AMD: 2048)
+THREADS_PER_UNIT = 2048
+MAX_PROGRAMS_PER_UNIT = 32
+MIN_REGISTER_BYTES_PER_THREAD = 128   # 32 registers of 4 bytes
+#: mma.sync's shape for 16-bit operands: what a dot too small for wgmma/tcgen05 is padded to
+MMA_SYNC_TILE = (16, 8, 16)
+
+
+@dataclass(frozen=True)
+class Efficiencies:
+    """Fractions of datasheet rates a Triton kernel reaches, and two latencies (learned data)."""
+
+    dram: dict = field(default_factory=lambda: {"contiguous": 0.85, "strided": 0.5, "indirect": 0.6, "scalar": 0.5})
+    matrix: dict = field(default_factory=lambda: {"8": 0.6, "16": 0.7, "32": 0.6, "64": 0.7})
+    vector: float = 0.5
+    special: float = 0.5
+    dram_latency_s: float = 8e-7
+    launch_floor_s: float = 3e-6     # per launch on the calibration device ...
+    launch_reference_s: float = 5e-6  # ... whose device model gives this launch overhead
+    source: str = "defaults"
+
+    def as_dict(self) -> dict:
+        return {"dram": dict(self.dram), "matrix": dict(self.matrix), "vector": self.vector,
+                "special": self.special, "dram_latency_s": self.dram_latency_s,
+                "launch_floor_s": self.launch_floor_s, "launch_reference_s": self.launch_reference_s,
+                "source": self.source}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Efficiencies":
+        base = cls()
+        return cls(dram={**base.dram, **d.get("dram", {})}, matrix={**base.matrix, **d.get("matrix", {})},
+                   vector=float(d.get("vector", base.vector)), special=float(d.get("special", base.special)),
+                   dram_latency_s=float(d.get("dram_latency_s", base.dram_latency_s)),
+                   launch_floor_s=float(d.get("launch_floor_s", base.launch_floor_s)),
+                   launch_reference_s=float(d.get("launch_reference_s", base.launch_reference_s)),
+                   source=str(d.get("source", "")))
+
+
+@dataclass
+class LaunchTime:
+    time_s: float
+    bound: str                      # memory | matrix | vector | latency | launch
+    terms: dict                     # seconds of each term
+    dram_bytes: float
+    l2_bytes: float
+    padded_flops: float
+    programs_per_unit: int
+    shared_bytes: int
+    notes: list
+
+
+def _bits(dtype: str) -> str:
+    if dtype in ("fp32", "tf32", "int32"):
+        return "32"
+    if dtype == "fp64":
+        return "64"
+    return "8" if dtype.startswith(("fp8", "int8", "uint8", "fp4")) else "16"
+
+
+def matrix_rate(device: DeviceModel, operand: str, acc: str) -> tuple[float, str]:
+    """FLOP/s for a dot on the device's matrix unit, the path it takes when the unit lacks the
+    dtype, and a note saying so ('' when the unit has it)."""
+    exact = device.matrix_flops_per_s(operand, acc) or device.matrix_flops_per_s(operand)
+    if exact:
+        return exact, ""
+    fallbacks = {"fp8e4m3": ("bf16", "fp16"), "fp8e5m2": ("bf16", "fp16"), "fp8e4m3fnuz": ("bf16", "fp16"),
+                 "fp8e5m2fnuz": ("bf16", "fp16"), "fp8e4b15": ("bf16", "fp16"), "int8": ("bf16", "fp16"),
+                 "tf32": ("fp32",), "fp16": ("bf16",), "bf16": ("fp16",), "fp32": ("tf32",)}
+    for alt in fallbacks.get(operand, ()):
+        r = device.matrix_flops_per_s(alt)
+        if r:
+            return r, f"no matrix-unit rate for {operand} operands: counted at the {alt} rate (upcast)"
+    vec = device.vector_flops_per_s("fp32") or device.vector_flops_per_s(operand) or 1e12
+    return vec, f"no matrix unit for {operand} operands: counted at the fp32 vector rate"
+
+
+def vector_rate(device: DeviceModel, dtype: str) -> float:
+    return (device.vector_flops_per_s(dtype) or device.vector_flops_per_s("fp32")
+            or max(device.vector.tflop_per_s[k].value for k in device.vector.tflop_per_s) * 1e12)
+
+
+def programs_per_unit(c: LaunchCounts, device: DeviceModel, st: Staging, smem: int) -> int:
+    """How many programs one unit holds at once (shared memory, registers, threads)."""
+    if not st.gpu or device.grid_bound_to_cores:
+        return 1
+    limits = [MAX_PROGRAMS_PER_UNIT]
+    if smem > 0:
+        limits.append(device.on_chip_bytes_per_unit // smem)
+    threads = warps_of(c, st) * st.warp_size
+    limits.append(THREADS_PER_UNIT // max(threads, 1))
+    regs = device.memory.per_unit.registers_kib
+    if regs:
+        need = max(threads * MIN_REGISTER_BYTES_PER_THREAD, c.footprint_bytes)
+        limits.append(int(regs.value * 1024) // max(need, 1))
+    return max(1, min(limits))
+
+
+def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resident: dict | None = None,
+                st: Staging | None = None) -> LaunchTime:
+    """Time of one launch. `l2_resident`: {(address, nbytes)} ranges earlier launches of the same
+    call wrote and L2 may still hold (updated with what this launch writes)."""
+    st = st or staging_for(device)
+    notes: list[str] = []
+    P = max(c.programs, 1)
+    U = max(device.units, 1)
+    smem = shared_bytes(c, st)
+    R = programs_per_unit(c, device, st, smem)
+    slots = U * R
+    waves = math.ceil(P / slots)
+    per_unit = math.ceil(P / U)  # programs each unit works through, one after another at full rate
+
+    # ---- compute -------------------------------------------------------------------------------
+    t_mx, padded_total = 0.0, 0.0
+    tm, tn, tk = device.matrix.tile_mnk.value if device.matrix else (1, 1, 1)
+    warps = warps_of(c, st)
+    for d in c.dots.values():
+        if d.execs <= 0:
+            continue
+        fallback = st.gpu and st.path in ("wgmma", "tcgen05") and dot_path(d, st, warps) == "mma"
+        gm, gn, gk = MMA_SYNC_TILE if fallback else (tm, tn, tk)
+        pm, pn, pk = (math.ceil(d.m / gm) * gm, math.ceil(d.n / gn) * gn, math.ceil(d.k / gk) * gk)
+        padded = 2.0 * d.batch * pm * pn * pk * d.execs
+        rate, note = matrix_rate(device, d.operand, d.acc)
+        if note:
+            notes.append(note)
+        key = _bits(d.operand)
+        e = eff.matrix.get(key, 0.7)
+        if fallback:
+            e *= eff.matrix.get("sync_on_async", 0.6)  # a dot that cannot use the asynchronous path
+        padded_total += padded * P
+        t_mx += per_unit * padded / (rate * e / U)
+    matrix_flops = sum(v for (unit, _, _), v in c.flops.items() if unit == "matrix")
+    if not c.dots and matrix_flops:  # dots the walk could not place (a called function)
+        for (unit, operand, acc), v in c.flops.items():
+            if unit == "matrix":
+                rate, note = matrix_rate(device, operand, acc)
+                t_mx += per_unit * v / (rate * eff.matrix.get(_bits(operand), 0.7) / U)
+                padded_total += v * P
+    t_vec = t_sp = 0.0
+    for (unit, dtype, _), v in c.flops.items():
+        if unit == "vector":
+            t_vec += per_unit * v / (vector_rate(device, dtype) * eff.vector / U)
+        elif unit == "special":
+            rate = device.special_function_ops_per_s or vector_rate(device, "fp32")
+            t_sp += per_unit * v / (rate * eff.special / U)
+
+    # ---- memory --------------------------------------------------------------------------------
+    dram, l2_hit = _traffic(c, device, slots, l2_resident)
+    raw = sum(c.access.values()) or 1.0
+    bw = device.dram_bytes_per_s
+    t_mem = sum(dram * share / raw / (bw * eff.dram.get(kind, 0.7)) for kind, share in c.access.items()) \
+        if c.access else dram / (bw * eff.dram.get("contiguous", 0.85))
+    if l2_hit:
+        t_mem += l2_hit / (bw * 3.0)  # L2 serves a few times DRAM bandwidth
+
+    # ---- latency -------------------------------------------------------------------------------
+    rounds = _latency_rounds(c, stages_of(c, st))
+    t_lat = waves * rounds * eff.dram_latency_s
+
+    terms = {"matrix": t_mx, "vector": t_vec + t_sp, "memory": t_mem, "latency": t_lat}
+    bound = max(terms, key=terms.get)
+    body = terms[bound]
+    # the learned floor, scaled by the device's launch overhead against the calibration device's
+    floor = eff.launch_floor_s * (device.launch_overhead_s / eff.launch_reference_s if eff.launch_reference_s else 1.0)
+    if floor > body:
+        bound = "launch"
+    return LaunchTime(floor + body, bound, terms, dram, l2_hit, padded_total, R, smem, sorted(set(notes)))
+
+
+def _latency_rounds(c: LaunchCounts, stages: int) -> float:
+    """Dependent load rounds per program: loop iterations that load, a pipelined dot loop keeping
+    stages - 1 of them in flight; at least one round for a program that loads at all."""
+    rounds = c.load_rounds
+    for loop in c.loops.values():
+        if loop.has_load and loop.has_dot and stages > 1:
+            rounds -= loop.iterations * (1 - 1 / (stages - 1 if stages > 2 else 1.0))
+    return max(rounds, 1.0 if c.bytes_loaded else 0.0)
+
+
+def _traffic(c: LaunchCounts, device: DeviceModel, slots: int, l2_resident: dict | None) -> tuple[float, float]:
+    """(DRAM bytes, bytes served by L2 from earlier launches) of one launch."""
+    P = max(c.programs, 1)
+    l2 = device.shared_on_chip_bytes
+    iters = max([lp.iterations for lp in c.loops.values() if lp.parent is None] or [1.0])
+    reread_sets, first, reread = 0.0, 0.0, 0.0
+    hits = 0.0
+    resident = l2_resident if l2_resident is not None else {}
+    for by_arg, flat, is_load in ((c.loaded_by_arg, c.bytes_loaded, True), (c.stored_by_arg, c.bytes_stored, False)):
+        known = 0.0
+        for name, per_program in by_arg.items():
+            known += per_program
+            extent = c.extents.get(name, math.inf)
+            total = per_program * P
+            unique = min(total, extent)
+            if is_load:
+                where = c.addresses.get(name)
+                cached = resident.get(where, 0.0) if where else 0.0
+                if cached:
+                    hit = min(unique, cached)
+                    hits += hit
+                    unique -= hit
+                if total > extent:
+                    reread += total - extent
+                    reread_sets += min(extent, slots * per_program / max(iters, 1.0))
+            first += unique
+        first += max(flat - known, 0.0) * P
+    miss = max(0.0, 1.0 - l2 / reread_sets) if reread_sets > 0 and l2 else (1.0 if reread_sets else 0.0)
+    if l2_resident is not None and l2:
+        for name, per_program in c.stored_by_arg.items():
+            where = c.addresses.get(name)
+            if where:
+                written = min(per_program * P, c.extents.get(name, math.inf))
+                if written <= l2 / 2:
+                    resident[where] = written
+                else:
+                    resident.pop(where, None)
+        while sum(resident.values()) > l2 and resident:
+            resident.pop(next(iter(resident)))
+    return first + reread * miss, hits

@@ -66,11 +66,15 @@ def test_gaps_are_declared():
 
 
 ROPE = {"rope_neox_partial", "mrope"}
-MAMBA2 = {"causal_conv1d_prefill", "causal_conv1d_update", "mamba2_ssd_prefill", "mamba2_selective_state_update"}
+MAMBA2 = {"causal_conv1d_prefill", "causal_conv1d_update", "mamba2_ssd_prefill", "mamba2_selective_state_update",
+          "mamba2_ssd_chunk_cumsum", "mamba2_ssd_chunk_state", "mamba2_ssd_state_passing", "mamba2_ssd_bmm",
+          "mamba2_ssd_chunk_scan"}
+SPEC = {"spec_rejection_greedy", "spec_rejection_random", "spec_expand", "spec_recovered_tokens"}
 
 
 def test_hybrid_ssm_manifests():
     m = load_manifests()
+    assert MAMBA2 <= set(m["mamba2"].kernels) and "unified_attention" not in m["mamba2"].kernels  # pure SSM
     for name in ("nemotron_h", "granite4_h", "falcon_h1"):
         assert MAMBA2 <= set(m[name].kernels), name
         assert {"unified_attention", "kv_cache_write"} <= set(m[name].kernels), name
@@ -111,7 +115,17 @@ def test_dense_and_multimodal_manifests():
     assert any(f.family == "vision encoder" for f in vl.missing)
     mm = m["minimax"]
     assert {"moe_topk_softmax", "moe_fused_gemm", "unified_attention"} <= set(mm.kernels)
+    assert {"lightning_attn_prefill", "lightning_attn_decode"} <= set(mm.kernels) and not mm.missing
     assert mm.facts["num_local_experts"] == 32 and mm.facts["num_experts_per_tok"] == 2
+
+
+def test_checkpoints_with_mtp_layers_list_the_rejection_sampler():
+    m = load_manifests()
+    for name, key in (("deepseek_v3", "num_nextn_predict_layers"), ("glm4_5", "num_nextn_predict_layers"),
+                      ("qwen3_5", "mtp_num_hidden_layers")):
+        assert m[name].facts[key] == 1 and SPEC <= set(m[name].kernels), name
+    for name in ("llama3_1", "mixtral", "gemma3", "nemotron_h"):  # no draft layers: no speculative decoding
+        assert not SPEC & set(m[name].kernels), name
 
 
 def test_manifest_kernels_exist_in_the_suite():
@@ -128,6 +142,16 @@ def test_models_named_by_kernels_have_manifests():
     manifests = load_manifests()
     for spec in registered().values():
         assert set(spec.models) <= set(manifests), spec.name
+
+
+def test_kernels_name_every_model_whose_manifest_lists_them():
+    """A kernel's `models` (what `day0 ops` and the catalog show) agrees with the manifests, which are
+    authoritative: every kernel a manifest lists names that model."""
+    from sdk.conformance.spec import registered
+    specs = registered()
+    unnamed = {(k, name) for name, m in load_manifests().items() for k in m.kernels
+               if k in specs and name not in specs[k].models}
+    assert unnamed == set()
 
 
 def test_unknown_kernel_is_reported(tmp_path):

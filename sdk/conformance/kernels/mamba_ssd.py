@@ -45,7 +45,7 @@ import triton.language as tl
 
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
-_MODELS = ("mamba2",)
+_MODELS = ("mamba2", "nemotron_h", "granite4_h", "falcon_h1")
 _RMSE = {"bf16": Tolerance(rmse=8e-3), "fp16": Tolerance(rmse=2e-3), "fp32": Tolerance(rmse=1e-5)}
 _NULL_BLOCK_ID = 0
 

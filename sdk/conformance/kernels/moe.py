@@ -448,8 +448,8 @@ def _sum_ref(inp, case):
 
 register(KernelSpec(
     name="moe_sum", group="moe",
-    models=("qwen3_5", "qwen3_next", "mixtral", "deepseek_v3", "kimi_k2", "glm4_5", "gpt_oss", "granite4_h", "jamba",
-            "minimax"),
+    models=("qwen3_5", "qwen3_next", "mixtral", "deepseek_v3", "kimi_k2", "glm4_5", "gpt_oss", "llama4", "granite4_h",
+            "jamba", "minimax"),
     cases=(
         Case("odd_T37_k3_H1000_weighted", {"tokens": 37, "topk": 3, "hidden": 1000, "weighted": True},
              source="odd hidden size, routing weights applied here"),

@@ -40,7 +40,7 @@ from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 PLACEHOLDER = -1
 _EXACT = Tolerance(exact=True)
-_MODELS = ("llama3_1", "deepseek_v3", "qwen3_next")
+_MODELS = ("llama3_1", "deepseek_v3", "qwen3_next", "glm4_5", "qwen3_5")
 _UP = "vllm: v1/sample/rejection_sampler.py "
 _LLAMA_V, _DSV3_V, _QWEN_V = 128256, 129280, 151936
 _EAGLE = "Llama-3.1-8B with an EAGLE draft head: vocab 128256"

@@ -3,7 +3,7 @@
 Layout (vLLM's selective_state_update with 2-D state rows, the Mamba-1 mixer's call):
   state [slots, dim, dstate]; x, dt, z, out [batch, dim]; A [dim, dstate] (fp32, one decay per
   channel and state index, unlike Mamba-2's one per head); B, C [batch, dstate] (shared by every
-  channel); D, dt_bias [dim]; state_indices [batch].
+  channel); D, dt_bias [dim] (the model dtype); state_indices [batch].
   dt' = softplus(dt + dt_bias)                                   per channel
   state = state * exp(A dt') + dt' x B^T                         [dim, dstate]
   out = state C + D x, times silu(z)
@@ -114,7 +114,7 @@ def _inputs(case, dtype, device, gen):
     state_dtype = torch.float32 if p.get("state_fp32") else dtype
     t = {"state": (0.5 * torch.randn((slots, dim, N), generator=gen)).to(state_dtype),
          "x": _channel_major((batch, dim), gen, dtype), "dt": _channel_major((batch, dim), gen, dtype, 0.5),
-         "A": A, "dt_bias": dt_bias.to(dtype), "D": 1.0 + 0.1 * torch.randn(dim, generator=gen),
+         "A": A, "dt_bias": dt_bias.to(dtype), "D": (1.0 + 0.1 * torch.randn(dim, generator=gen)).to(dtype),
          "B": proj[:, p["dt_rank"]:p["dt_rank"] + N], "C": proj[:, p["dt_rank"] + N:],
          "z": _channel_major((batch, dim), gen, dtype, 2.0), "state_indices": idx,
          "out": torch.empty((dim, batch), dtype=dtype).T}

@@ -1,4 +1,4 @@
-"""The backend contract: Target, Options, lowering table, memory and launch hooks, and the registry.
+"""The backend contract: Target, Options, capabilities, stages, device and memory, launch, registry.
 
 A backend is a subclass of `Backend` published through the entry-point group `day0.backends`:
 
@@ -6,36 +6,80 @@ A backend is a subclass of `Backend` published through the entry-point group `da
     mydev = "mydev_triton_backend:MyDevBackend"
 
 Triton then runs an ordinary `kernel[grid](tensors)` on it through `sdk.triton_bridge`:
-    lower(module, options) -> artifact bytes      (compile time; cached by Triton)
-    load(artifact, kernel_info) -> kernel handle  (first launch)
-    to_device / from_device                       (memory hooks, per tensor argument)
-    launch(kernel, grid, args)                    (launch hook) and synchronize()
+    capabilities() -> Capabilities             which ops and types it accepts (data; checked first)
+    stages(options) -> [Stage, ...]            compile: "ttir" (Triton's passes), the backend's own
+                                               MLIR passes, its IR, the binary (sdk.stages); the
+                                               default last stage calls lower(module, options)
+    load(artifact, kernel_info) -> kernel      at the first launch
+    launch(kernel, grid, args, stream)         args: DeviceArgs for tensors, scalars as they are
+    device / allocator                         streams, events, synchronize (sdk.device.Device);
+                                               device memory and copies (sdk.device.Allocator, or
+                                               None for a backend over host memory)
+Target and device properties come from the backend's device model (sdk/device_models).
 """
 from __future__ import annotations
 
 import inspect
-import linecache
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
-from .errors import BackendLoadError, BackendUnavailable, UnknownName, UnsupportedOp, UnsupportedOps
-from .ttir import Module, Op
+from .capabilities import Capabilities, OpSupport, unsupported
+from .device import Allocator, Device, HostDevice
+from .errors import BackendLoadError, BackendUnavailable, UnknownName, UnsupportedOps
+from .lowering import LoweringTable, Rule
+from .ttir import Module
 
 ENTRY_POINT_GROUP = "day0.backends"
+
+__all__ = ["Allocator", "Artifact", "Backend", "BackendInfo", "Capabilities", "Device", "DeviceArg",
+           "KernelInfo", "LoweringTable", "OpSupport", "Options", "Registry", "Rule", "Target",
+           "TensorDescArg", "get_backend", "registry", "unsupported", "validate"]
 
 
 @dataclass(frozen=True)
 class Target:
-    """What a backend compiles for. `arch` is free-form ("sm_90", "host", "npu-v1")."""
+    """What a backend compiles for. `arch` is free-form ("sm_90", "host", "npu-v1"). Build it from
+    the device model (`Target.from_device_model`): the model is the one source of truth."""
 
     backend: str
     arch: str
-    warp_size: int = 1
-    vector_width: int = 1
-    device_model: str | None = None
+    warp_size: int
+    vector_width: int | None          # 32-bit vector lanes per compute unit; None: not stated
+    device_model: str | None = None   # a shipped model's name, or the path of a YAML file
+
+    @staticmethod
+    def from_device_model(backend: str, device_model: str) -> "Target":
+        """The target the device model describes: its `triton:` block's arch and warp size, and its
+        vector unit's lanes."""
+        model = load_device_model(device_model)
+        t = model.triton
+        missing = [f for f in ("arch", "warp_size") if t is None or getattr(t, f) is None]
+        if missing:
+            raise BackendLoadError(
+                f"backend '{backend}': device model '{model.name}' gives no {' or '.join('triton.' + m for m in missing)}; "
+                f"add them to its `triton:` block (each with its source)")
+        return Target(backend, t.arch.value, t.warp_size.value, model.vector.lanes_per_unit.value, device_model)
+
+
+def load_device_model(spec: str) -> Any:
+    from .device_models import load
+    return load(spec)
+
+
+def device_properties_of(model: Any) -> dict[str, int]:
+    """What libraries ask Triton's driver for (`utils.get_device_properties`), from a device model:
+    only what the model states (max_num_regs only where it gives a register file)."""
+    props = {"multiprocessor_count": model.units, "max_shared_mem": model.max_program_bytes,
+             "sm_clock_rate": int(model.compute.clock_mhz.value * 1000)}  # kHz, as CUDA reports it
+    if model.warp_size is not None:
+        props["warpSize"] = model.warp_size
+    regs = model.memory.per_unit.registers_kib
+    if regs is not None:
+        props["max_num_regs"] = int(regs.value * 1024) // 4
+    return props
 
 
 @dataclass(frozen=True)
@@ -43,7 +87,10 @@ class Options:
     """Compile options Triton's frontend reads, plus the backend's own knobs in `extra`.
 
     num_warps / num_stages are scheduling hints for GPUs; a device without warps may ignore them
-    (its Backend says so through `Backend.ignores_warps`)."""
+    (its Backend says so through `Backend.ignores_warps`). `checks` turns on run-time checks a
+    backend offers ("uninit", "races" for cpu_interp); `dump_stages` / `dump_dir` dump the named
+    compile stages (sdk.stages). Backends fill them from the environment when options are parsed
+    (compile time), never at import."""
 
     num_warps: int = 4
     num_stages: int = 1
@@ -61,6 +108,9 @@ class Options:
     enable_fp_fusion: bool = True
     launch_cooperative_grid: bool = False
     instrumentation_mode: str = ""
+    checks: tuple[str, ...] = ()
+    dump_stages: tuple[str, ...] = ()
+    dump_dir: str = ""
     extra: tuple[tuple[str, Any], ...] = ()
 
     def hash(self) -> str:
@@ -76,7 +126,7 @@ class DeviceArg:
     address: int    # base address in the backend's address space
     nbytes: int     # size of the allocation the kernel may touch
     dtype: str      # TTIR element type name ("f32", "bf16", ...)
-    handle: Any = None  # backend-specific (a numpy view, a device buffer ...)
+    handle: Any = None  # host-visible bytes (a numpy uint8 view) where there are any, or the backend's own
 
 
 @dataclass(frozen=True)
@@ -95,8 +145,8 @@ class TensorDescArg:
 
 @dataclass(frozen=True)
 class Artifact:
-    """What `lower` may return instead of plain bytes: the bytes plus metadata for Triton
-    (e.g. {"shared": 4096, "name": "kernel"})."""
+    """What a stage (or `lower`) may return instead of plain bytes: the bytes plus metadata for
+    Triton (e.g. {"shared": 4096, "name": "kernel"})."""
 
     data: bytes
     metadata: dict = field(default_factory=dict)
@@ -108,87 +158,15 @@ class KernelInfo:
 
     name: str
     params: tuple[tuple[str, str], ...]  # (parameter name, Triton type) of the runtime arguments, in order
-    metadata: Any                          # Triton's KernelMetadata (num_warps, shared, ...)
+    metadata: Any                          # Triton's KernelMetadata (num_warps, shared, options ...)
     src: Any = None                        # Triton's compile source (signature, constants), for
                                            # backends that reuse Triton's own launchers
     source_file: str | None = None         # the Python file the kernel is defined in now; see
                                            # sdk.ttir.Module.relocate
 
 
-Rule = Callable[..., Any]
-
-
-@dataclass
-class _Entry:
-    rule: Rule
-    accepts: Callable[[Op], bool] | None = None
-    borrowed: bool = False  # taken from another backend's table (delegation), not the backend's own
-
-
-class LoweringTable:
-    """One rule per TTIR op name. `accepts(op)` may narrow a rule to some types (dtype gaps)."""
-
-    def __init__(self, rules: dict[str, Rule] | None = None):
-        self._rules: dict[str, _Entry] = {}
-        for name, rule in (rules or {}).items():
-            self.register(name, rule)
-
-    def register(self, op_name: str, rule: Rule, accepts: Callable[[Op], bool] | None = None) -> Rule:
-        self._rules[op_name] = _Entry(rule, accepts)
-        return rule
-
-    def rule(self, op_name: str, accepts: Callable[[Op], bool] | None = None) -> Callable[[Rule], Rule]:
-        """Decorator form: `@table.rule("arith.addf")`."""
-        return lambda fn: self.register(op_name, fn, accepts)
-
-    def update(self, other: "LoweringTable", borrowed: bool = False) -> None:
-        """Take `other`'s rules; `borrowed=True` marks them as another backend's (delegation), so
-        results say how much of a kernel ran on the backend's own rules."""
-        for name, entry in other._rules.items():
-            self._rules[name] = _Entry(entry.rule, entry.accepts, entry.borrowed or borrowed)
-
-    def borrowed(self, op_name: str) -> bool:
-        entry = self._rules.get(op_name)
-        return entry is not None and entry.borrowed
-
-    def native_share(self, module: Module) -> tuple[float, list[str]]:
-        """(the fraction of the module's ops lowered by the backend's own rules, the names of the
-        ops that borrowed rules lowered)."""
-        ops = list(module.walk())
-        borrowed = [op.name for op in ops if self.borrowed(op.name)]
-        return (1.0 - len(borrowed) / len(ops) if ops else 1.0), sorted(set(borrowed))
-
-    def get(self, op_name: str) -> Rule | None:
-        entry = self._rules.get(op_name)
-        return entry.rule if entry else None
-
-    def supports(self, op: Op) -> bool:
-        entry = self._rules.get(op.name)
-        return entry is not None and (entry.accepts is None or bool(entry.accepts(op)))
-
-    def names(self) -> list[str]:
-        return sorted(self._rules)
-
-    def __contains__(self, op_name: str) -> bool:
-        return op_name in self._rules
-
-    def missing(self, module: Module) -> list[UnsupportedOp]:
-        """Every op of the module (all functions, nested regions) this table cannot lower."""
-        out: list[UnsupportedOp] = []
-        for op in module.walk():
-            if not self.supports(op):
-                out.append(unsupported(op))
-        return out
-
-
-def unsupported(op: Op) -> UnsupportedOp:
-    loc = str(op.loc) if op.loc else ""
-    source = linecache.getline(op.loc.file, op.loc.line).strip() if op.loc else ""
-    return UnsupportedOp(op.name, op.type_signature(), loc, source)
-
-
 class Backend(ABC):
-    """Subclass this (or use `day0 scaffold`). Class attributes are the capabilities."""
+    """Subclass this (or use `day0 scaffold`). See the module docstring for the hooks."""
 
     name: ClassVar[str]
     target: ClassVar[Target]
@@ -200,60 +178,91 @@ class Backend(ABC):
                                                # aside while this one is selected (nvidia_ref: "nvidia")
     ignores_warps: ClassVar[bool] = True       # num_warps / num_stages are hints it ignores
     passes_tensors: ClassVar[bool] = False     # True: launch gets Triton's arguments as they are
-                                               # (tensors unmapped, constexprs included), no to_device
+                                               # (tensors unmapped, constexprs included)
     registers_per_thread: ClassVar[int] = 32   # what a compiled kernel's `n_regs` says (host code
                                                # sizing persistent grids divides by it)
-    ttir_passes: ClassVar[tuple[str, ...]] = (  # Triton TTIR passes run before `lower`
+    ttir_passes: ClassVar[tuple[str, ...]] = (  # Triton TTIR passes of the default "ttir" stage
         "inliner", "rewrite_tensor_pointer", "canonicalizer", "combine", "reorder_broadcast", "cse",
         "symbol_dce", "loop_unroll")
 
     def __init__(self) -> None:
-        self.lowering = self.lowering_table()
+        self.lowering: LoweringTable | None = self.lowering_table()
+        # a subclass may set its device and allocator before or after calling this
+        self.device: Device = self.__dict__.get("device") or HostDevice()
+        self.allocator: Allocator | None = self.__dict__.get("allocator")
 
-    # -------------------------------------------------------------------------- lowering
-    @abstractmethod
-    def lowering_table(self) -> LoweringTable:
-        """The per-op rules this backend implements."""
+    # ---------------------------------------------------------------------- what it accepts
+    def lowering_table(self) -> LoweringTable | None:
+        """The per-op rules of a backend that implements ops rule by rule (an interpreter, an
+        emitter), a fresh table per instance; None for a backend that compiles otherwise."""
+        return None
 
-    @abstractmethod
-    def lower(self, module: Module, options: Options) -> bytes | Artifact:
-        """Compile a TTIR module to an artifact (bytes, cached by Triton). Called only after every
-        op passed `lowering.supports`; walk it with `sdk.lowering.walk`."""
+    def capabilities(self) -> Capabilities:
+        """Which ops and types the backend accepts, as data (default: what its lowering table's
+        rules accept). Every op of a kernel is checked against it before any backend stage runs."""
+        if self.lowering is None:
+            raise BackendLoadError(f"backend '{self.name}' declares neither capabilities() nor lowering_table()")
+        return self.lowering.capabilities()
+
+    # ---------------------------------------------------------------------------- compile
+    def stages(self, options: Any) -> list:
+        """The compile stages, in order (sdk.stages): by default Triton's TTIR passes
+        (`ttir_passes`), then `lower` on the checked day0 IR, producing the binary."""
+        from .stages import lower_stage, triton_passes
+        return [triton_passes(self.ttir_passes), lower_stage(self.binary_ext)]
+
+    def load_dialects(self, context: Any) -> None:
+        """Load the MLIR dialects the backend's own stages use into Triton's MLIR context."""
+
+    def lower(self, module: Module, options: Any) -> bytes | Artifact:
+        """The default last stage: compile the checked day0 IR (an `sdk.ttir.Module`) to the
+        artifact (bytes, cached by Triton). Declare a third parameter `mlir` to also receive the
+        live MLIR module it was read from. Backends that declare their own stages need not."""
+        raise NotImplementedError(f"backend '{self.name}' implements neither lower() nor stages()")
 
     @abstractmethod
     def load(self, artifact: bytes, kernel: KernelInfo) -> Any:
         """Turn an artifact into a launchable kernel handle (called once, at the first launch)."""
 
-    # ---------------------------------------------------------------------------- memory
-    @abstractmethod
-    def to_device(self, tensor: Any, name: str) -> DeviceArg:
-        """Map a tensor argument to device memory (allocate and copy in, or wrap in place)."""
-
-    def from_device(self, arg: DeviceArg, tensor: Any) -> None:
-        """After the launch: copy results back and release what `to_device` allocated."""
-
     # ---------------------------------------------------------------------------- launch
     @abstractmethod
     def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
-        """Run `kernel` over `grid`; `args` are DeviceArgs for tensors and Python scalars."""
+        """Queue `kernel` over `grid` on `stream`; `args` are DeviceArgs for tensors and Python
+        scalars. A synchronous device returns when it is done; an asynchronous one when queued
+        (events recorded on the stream afterwards complete when it does)."""
+
+    def map_tensor(self, tensor: Any, name: str) -> DeviceArg:
+        """A tensor the kernel addresses in place: a host tensor of a backend over host memory
+        (zero-copy), or a tensor on the backend's own torch device."""
+        from .arguments import device_arg, host_arg, ttir_dtype
+        if self.allocator is None or str(getattr(tensor, "device", "cpu")).startswith("cpu"):
+            return host_arg(tensor, name)
+        return device_arg(self.allocator, tensor.data_ptr(), name, ttir_dtype(tensor.dtype))
 
     def synchronize(self) -> None:
-        """Wait until all launched work is done (synchronous backends need nothing)."""
+        """Wait until all queued work is done (and release the scratch it used)."""
+        self.device.synchronize()
+        if self.allocator is not None:
+            self.allocator.reclaim()
 
     def current_stream(self, device: Any = None) -> Any:
-        """The stream a launch goes to (Triton asks before every launch); 0 for synchronous devices."""
-        return 0
+        """The stream a launch goes to (Triton asks before every launch)."""
+        return self.device.current_stream()
 
     # --------------------------------------------------------------------------- queries
     def available(self) -> tuple[bool, str]:
         """(True, "") when this backend can run here; else (False, why)."""
         return True, ""
 
+    def device_model(self) -> Any:
+        """The device model record (`sdk.device_models.DeviceModel`) the target names."""
+        if not self.target.device_model:
+            raise BackendUnavailable(f"backend '{self.name}' names no device model (Target.device_model)")
+        return load_device_model(self.target.device_model)
+
     def device_properties(self) -> dict[str, int]:
-        """What libraries ask Triton's driver for (`utils.get_device_properties`)."""
-        return {"multiprocessor_count": 1, "max_shared_mem": 1 << 20, "max_num_regs": 65536,
-                "warpSize": self.target.warp_size, "sm_clock_rate": 1_000_000, "mem_clock_rate": 1_000_000,
-                "mem_bus_width": 64}
+        """What libraries ask Triton's driver for (`utils.get_device_properties`): from the device model."""
+        return device_properties_of(self.device_model())
 
     def variant(self, arch: str | None = None, compile_only: bool = False) -> "Backend":
         """This backend for another arch, or compiling without running (`name@arch`,
@@ -269,13 +278,19 @@ class Backend(ABC):
         return []
 
     def parse_options(self, opts: dict) -> Options:
+        """Triton's options for one compile; dump settings not given come from DAY0_DUMP_STAGES /
+        DAY0_DUMP_DIR, read now (compile time)."""
+        from .stages import dump_stages_from_env
         known = {k: opts[k] for k in Options.__dataclass_fields__ if k in opts and opts[k] is not None}
-        for key in ("supported_fp8_dtypes", "deprecated_fp8_dot_operand_dtypes", "allowed_dot_input_precisions"):
+        for key in ("supported_fp8_dtypes", "deprecated_fp8_dot_operand_dtypes", "allowed_dot_input_precisions",
+                    "checks", "dump_stages"):
             if key in known:
                 known[key] = tuple(known[key])
         if "extern_libs" in known:
             known["extern_libs"] = tuple(dict(known["extern_libs"]).items())
         known.setdefault("arch", self.target.arch)
+        known.setdefault("dump_stages", dump_stages_from_env())
+        known.setdefault("dump_dir", os.environ.get("DAY0_DUMP_DIR", ""))
         known["backend_name"] = self.name
         return Options(**known)
 
@@ -313,10 +328,36 @@ def validate(cls: Any, source: str) -> None:
     missing = sorted(getattr(cls, "__abstractmethods__", ()))
     if missing:
         raise BackendLoadError(f"backend '{source}': required hook(s) not implemented: {', '.join(missing)}")
+    for either in (("lower", "stages"), ("lowering_table", "capabilities")):
+        if not any(_overrides(cls, hook) for hook in either):
+            raise BackendLoadError(f"backend '{source}': implement {either[0]}() or {either[1]}()")
     for hook, want in _REQUIRED.items():
         got = inspect.signature(getattr(cls, hook))
         if len(got.parameters) < len([p for p in want.parameters.values() if p.default is p.empty]):
             raise BackendLoadError(f"backend '{source}': hook {hook}{got} must accept {hook}{want}")
+    _check_target(cls.target, source)
+
+
+def _overrides(cls: type, hook: str) -> bool:
+    return any(hook in vars(k) for k in cls.__mro__ if k is not Backend and issubclass(k, Backend))
+
+
+def _check_target(target: Target, source: str) -> None:
+    """A target naming a device model says what the model says (one source of truth)."""
+    if not target.device_model:
+        return
+    try:
+        want = Target.from_device_model(target.backend, target.device_model)
+    except BackendLoadError:
+        raise
+    except Exception as exc:  # an unreadable model is the backend's problem, named as such
+        raise BackendLoadError(f"backend '{source}': device model '{target.device_model}': {exc}") from None
+    for key in ("arch", "warp_size", "vector_width"):
+        if getattr(target, key) != getattr(want, key):
+            raise BackendLoadError(
+                f"backend '{source}': target.{key} is {getattr(target, key)!r} but its device model "
+                f"'{target.device_model}' says {getattr(want, key)!r}; build the target with "
+                f"Target.from_device_model")
 
 
 # -------------------------------------------------------------------------------- registry
@@ -418,7 +459,7 @@ def get_backend(name: str) -> Backend:
 
 
 def check_lowering(backend: Backend, module: Module, kernel_name: str) -> None:
-    """Raise UnsupportedOps naming every op of `module` the backend has no rule for."""
-    missing = backend.lowering.missing(module)
+    """Raise UnsupportedOps naming every op of `module` the backend does not accept."""
+    missing = backend.capabilities().missing(module)
     if missing:
         raise UnsupportedOps(backend.name, kernel_name, missing)

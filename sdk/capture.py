@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .backend import Backend, DeviceArg, KernelInfo, LoweringTable, Options, Target, registry
-from .ttir import Module, Op
+from .backend import Backend, DeviceArg, KernelInfo, Options, Target, registry
+from .capabilities import TTIR_DIALECTS, Capabilities
+from .ttir import Module
 
 NAME = "ttir_capture"
 
@@ -27,16 +28,11 @@ class Launch:
     num_stages: int = 0
 
 
-class _AcceptAll(LoweringTable):
-    def supports(self, op: Op) -> bool:
-        return True
-
-
 class CaptureBackend(Backend):
     """Lowers nothing and runs nothing: it only keeps the modules it was given."""
 
     name = NAME
-    target = Target(backend=NAME, arch="any")
+    target = Target(backend=NAME, arch="any", warp_size=1, vector_width=1)  # no device: it runs nothing
     binary_ext = "ttir_capture"
 
     def __init__(self) -> None:
@@ -47,8 +43,13 @@ class CaptureBackend(Backend):
         self.props: dict | None = None            # the device properties it reports, likewise
         self.queried = False                      # whether a launch wrapper asked for them
 
-    def lowering_table(self) -> LoweringTable:
-        return _AcceptAll()
+    def device_properties(self) -> dict[str, int]:
+        """It stands for no device: host code that sizes a grid from these (persistent kernels)
+        sees one unit, so a capture records the smallest grid such code launches."""
+        return {"multiprocessor_count": 1, "max_shared_mem": 1 << 20, "max_num_regs": 65536, "warpSize": 1}
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities.of(dialects=TTIR_DIALECTS)  # every op of a TTIR module
 
     def parse_options(self, opts: dict) -> Options:
         """num_warps / num_stages as the launch gave them; 0 where it gave none, so that an
@@ -75,7 +76,7 @@ class CaptureBackend(Backend):
         module.launch_options = (getattr(meta, "num_warps", 0) or 0, getattr(meta, "num_stages", 0) or 0)
         return module
 
-    def to_device(self, tensor: Any, name: str) -> DeviceArg:
+    def map_tensor(self, tensor: Any, name: str) -> DeviceArg:
         from .numerics import TORCH_TO_TTIR
         dtype = TORCH_TO_TTIR.get(str(tensor.dtype).replace("torch.", ""), "")
         # the tensor travels along, so that an analysis may read scalars a kernel loads (lengths, offsets)

@@ -21,9 +21,7 @@ if "triton" not in sys.modules:
     if __name__ not in sys.modules and _half_built is not None:  # no day0 plugin was discovered
         sys.modules[__name__] = _half_built
 
-import dataclasses
 import functools
-import json
 import os
 import statistics
 import time
@@ -35,8 +33,10 @@ from triton.backends.compiler import BaseBackend, GPUTarget
 from triton.backends.driver import DriverBase
 
 from . import launches as _launches
-from .backend import Artifact, Backend, KernelInfo, TensorDescArg, check_lowering, get_backend
-from .errors import BackendConflict, BackendUnavailable, UnsupportedOp, UnsupportedOps
+from .arguments import map_arguments
+from .backend import Backend, KernelInfo, get_backend
+from .errors import BackendConflict, BackendUnavailable
+from .stages import DEFERRED as _DEFERRED, Pipeline, deferred_error as _deferred_error
 
 _CPP_TYPES = {"i1": "int8_t", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
               "u1": "uint8_t", "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t",
@@ -44,81 +44,6 @@ _CPP_TYPES = {"i1": "int8_t", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t"
 
 
 # ------------------------------------------------------------------------------- compiler
-_PASSES = {
-    "inliner": ("common", "add_inliner"), "rewrite_tensor_pointer": ("ttir", "add_rewrite_tensor_pointer"),
-    "rewrite_tensor_descriptor_to_pointer": ("ttir", "add_rewrite_tensor_descriptor_to_pointer"),
-    "canonicalizer": ("common", "add_canonicalizer"), "combine": ("ttir", "add_combine"),
-    "reorder_broadcast": ("ttir", "add_reorder_broadcast"), "cse": ("common", "add_cse"),
-    "symbol_dce": ("common", "add_symbol_dce"), "loop_unroll": ("ttir", "add_loop_unroll"),
-}
-
-
-def make_ttir(mod: Any, passes: tuple[str, ...]) -> Any:
-    """Run Triton's own TTIR passes (they need no GPU)."""
-    from triton._C.libtriton import ir, passes as P
-    pm = ir.pass_manager(mod.context)
-    pm.enable_debug()
-    for name in passes:
-        group, fn = _PASSES[name]
-        add = getattr(getattr(P, group), fn, None)
-        if add is not None:  # e.g. rewrite_tensor_pointer is gone in 3.8: block pointers stay
-            add(pm)
-    try:
-        pm.run(mod, "make_ttir")
-    except TypeError:  # versions whose pass manager takes no pipeline name
-        pm.run(mod)
-    return mod
-
-
-def lower_ttir(backend: Backend, mod: Any, metadata: dict, options: Any) -> bytes:
-    """The last compile stage: TTIR text -> sdk.ttir.Module -> checked -> backend.lower()."""
-    from . import launches
-    from .ttir import parse
-    module = parse(mod.str())
-    module.mlir = mod  # the live MLIR module, for backends that continue with Triton's own passes
-    name = mod.get_entry_func_name() if hasattr(mod, "get_entry_func_name") else module.entry.name
-    ops = tuple(sorted({op.name for op in module.walk()}))
-    where = module.entry.loc.file if module.entry.loc is not None else ""
-    try:
-        check_lowering(backend, module, name)
-    except UnsupportedOps as exc:
-        launches.unsupported(name, None, where, ops, exc.ops, str(exc))
-        if not launches.deferring():
-            raise
-        metadata.setdefault("name", name)
-        metadata.setdefault("shared", 0)
-        metadata["day0_ops"], metadata["day0_source"] = list(ops), where
-        return _DEFERRED + json.dumps({"backend": exc.backend, "kernel": exc.kernel, "source": where,
-                                       "all_ops": list(ops),
-                                       "ops": [dataclasses.asdict(op) for op in exc.ops]}).encode()
-    native, borrowed = backend.lowering.native_share(module)
-    out = backend.lower(module, options)
-    launches.compiled(name, None, where, ops, module, native, tuple(borrowed))
-    metadata.setdefault("name", name)
-    metadata.setdefault("shared", 0)
-    metadata["day0_ops"] = list(ops)  # kept in Triton's cache: launches report them on a cache hit
-    metadata["day0_source"] = where
-    metadata["day0_native"], metadata["day0_borrowed"] = native, list(borrowed)
-    if isinstance(out, Artifact):
-        metadata.update(out.metadata)
-        out = out.data
-    return out if isinstance(out, bytes) else str(out).encode()
-
-
-#: the artifact of a kernel the backend cannot lower, compiled while unsupported ops are deferred
-_DEFERRED = b"day0-deferred-unsupported\n"
-
-
-def _deferred_error(artifact: bytes) -> UnsupportedOps:
-    """A deferred kernel is being loaded (Inductor loads every kernel it compiled, Triton's cache
-    hit or not): report its UnsupportedOps to the recorders, and return it for its launch."""
-    data = json.loads(artifact[len(_DEFERRED):].decode())
-    exc = UnsupportedOps(data["backend"], data["kernel"], [UnsupportedOp(**op) for op in data["ops"]])
-    _launches.unsupported(exc.kernel, None, data.get("source", ""), tuple(data.get("all_ops", ())), exc.ops,
-                          str(exc))
-    return exc
-
-
 @functools.lru_cache(maxsize=None)
 def _code_fingerprint(backend_cls: type) -> str:
     """A digest of the Python sources of the backend's package and of the SDK's compile path, so
@@ -127,7 +52,8 @@ def _code_fingerprint(backend_cls: type) -> str:
     import hashlib
     from pathlib import Path
     digest = hashlib.sha256()
-    roots = [Path(__file__).parent / "ttir", Path(__file__)]
+    here = Path(__file__).parent
+    roots = [here / "ttir", Path(__file__), here / "stages.py", here / "capabilities.py", here / "lowering.py"]
     module = sys.modules.get(backend_cls.__module__)
     if module is not None and getattr(module, "__file__", None):
         # the package the backend class lives in; a module outside any package stands alone
@@ -166,12 +92,12 @@ def compiler_class(name: str) -> type[BaseBackend]:
             return self.day0.parse_options(dict(opts))
 
         def add_stages(self, stages: dict, options: Any, language: Any = None) -> None:
-            be = self.day0
-            stages["ttir"] = lambda src, metadata: make_ttir(src, be.ttir_passes)
-            stages[self.binary_ext] = lambda src, metadata: lower_ttir(be, src, metadata, options)
+            pipeline = Pipeline(self.day0, options)  # one per compile: its stages share a context
+            for stage in pipeline.stages:
+                stages[stage.name] = pipeline.runner(stage)
 
         def load_dialects(self, context: Any) -> None:
-            pass
+            self.day0.load_dialects(context)
 
         def get_module_map(self) -> dict:
             return self.day0.module_map()
@@ -314,7 +240,8 @@ class _Launcher:
     """Called by Triton as (gx, gy, gz, stream, function, packed_metadata, launch_metadata,
     enter_hook, exit_hook, *args) with the kernel's actual arguments (tensors stay tensors)."""
 
-    def __init__(self, backend: Backend, src: Any, metadata: Any):
+    def __init__(self, name: str, backend: Backend, src: Any, metadata: Any):
+        self.name = name
         self.backend = backend
         names = list(getattr(getattr(src, "fn", None), "arg_names", None) or src.signature.keys())
         sig = src.signature
@@ -328,6 +255,8 @@ class _Launcher:
         self.raw = backend.passes_tensors
         self.direct = None  # Triton's own launcher, when the loaded kernel brings one (see __call__)
         self.function = None
+        # which parameters the kernel reads and may write (from its TTIR; "rw" when unknown)
+        self.access = tuple(getattr(metadata, "day0_access", None) or ())
 
     def _runtime_params(self) -> tuple[tuple[str, str], ...]:
         return tuple((n, t) for n, t in self.flat if t != "constexpr")
@@ -341,6 +270,9 @@ class _Launcher:
                     exit_hook, *args))
             return self.direct(gx, gy, gz, stream, self.function, packed_metadata, launch_metadata,
                                enter_hook, exit_hook, *args)
+        backend = get_backend(self.name)
+        if backend is not self.backend:  # registered again since (a notebook, a test): load anew
+            self.backend, self.kernel, self.raw = backend, None, backend.passes_tensors
         if self.kernel is None:
             if function.artifact.startswith(_DEFERRED):
                 raise _deferred_error(function.artifact)
@@ -382,41 +314,17 @@ class _Launcher:
             if exit_hook is not None:
                 exit_hook(launch_metadata)
             return
-        mapped, writeback = [], []
-        for (pname, ty), value in zip(self.flat, _flatten_values(self.params, args)):
-            if ty == "constexpr":
-                continue
-            value = _unwrap(value)
-            if ty.startswith("*") and value is not None and hasattr(value, "data_ptr"):
-                dev = self.backend.to_device(value, pname)
-                mapped.append(dev)
-                writeback.append((dev, value))
-            elif ty.startswith("tensordesc") and hasattr(value, "block_shape"):
-                base = _unwrap(value.base)
-                dev = self.backend.to_device(base, pname)
-                writeback.append((dev, base))
-                shape, strides = tuple(int(n) for n in value.shape), tuple(int(n) for n in value.strides)
-                mapped.append(TensorDescArg(dev, shape, strides, tuple(int(n) for n in value.block_shape),
-                                            str(getattr(value, "padding", "zero"))))
-                mapped.extend(shape + strides)
-            else:
-                mapped.append(value)
+        mapped, crossing = map_arguments(self.backend, self.flat, list(_flatten_values(self.params, args)),
+                                         self.access, stream)
+        launched = False
         try:
             self.backend.launch(self.kernel, (gx, gy, gz), mapped, stream)
+            launched = True
         finally:
-            for dev, tensor in writeback:
-                self.backend.from_device(dev, tensor)
+            if crossing is not None:  # host tensors that crossed into device memory go back
+                crossing.copy_out(launched)
         if exit_hook is not None:
             exit_hook(launch_metadata)
-
-
-def _unwrap(value: Any) -> Any:
-    """The tensor behind `triton.reinterpret(t, dtype)` (unsigned and fp8 views): memory is the
-    tensor's; the element type the kernel reads it as is in its signature already."""
-    base = getattr(value, "base", None)
-    if base is not None and type(value).__name__ == "TensorWrapper" and hasattr(base, "untyped_storage"):
-        return base
-    return value
 
 
 def _flatten(params):
@@ -433,38 +341,6 @@ def _flatten_values(params, args):
             yield from _flatten_values([(name, t) for t in ty], value)
         else:
             yield value
-
-
-class _CpuEvent:
-    def __init__(self, enable_timing: bool = True):
-        self.t = 0.0
-
-    def record(self, stream: Any = None) -> None:
-        self.t = time.perf_counter()
-
-    def elapsed_time(self, other: "_CpuEvent") -> float:
-        return (other.t - self.t) * 1e3
-
-    def synchronize(self) -> None:
-        pass
-
-
-class _HostDeviceInterface:
-    """The slice of `torch.cuda` that `triton.testing.do_bench` uses, for synchronous devices."""
-
-    Event = _CpuEvent
-
-    def __init__(self, backend: Backend):
-        self.backend = backend
-
-    def synchronize(self, device: Any = None) -> None:
-        self.backend.synchronize()
-
-    def current_device(self) -> int:
-        return 0
-
-    def current_stream(self, device: Any = None) -> None:
-        return None
 
 
 def host_benchmark(fn, warmup: float = 25, rep: float = 100, grad_to_none=None, quantiles=None,
@@ -540,7 +416,7 @@ def driver_class(name: str) -> type[DriverBase]:
             if not _SELECTED and selected() == name and name not in _ENV_CLAIMS:
                 _ENV_CLAIMS[name] = _Claim(name)  # chosen by TRITON_DEFAULT_BACKEND: for the process
             self.utils = _Utils(be)
-            self.launcher_cls = lambda src, metadata: _Launcher(be, src, metadata)
+            self.launcher_cls = lambda src, metadata: _Launcher(name, be, src, metadata)
             self.backend = name
             self.get_current_stream = be.current_stream  # asked before every launch: no extra frame
 
@@ -567,16 +443,13 @@ def driver_class(name: str) -> type[DriverBase]:
             return "void*" if ty.startswith("*") else _CPP_TYPES.get(ty, ty)
 
         def get_benchmarker(self):
-            if self.day0.torch_device.startswith("cuda"):
+            if not self.day0.device.synchronous:  # device events time the device's own work
                 from triton.testing import do_bench
                 return do_bench
             return functools.partial(host_benchmark, sync=self.day0.synchronize)
 
         def get_device_interface(self) -> Any:
-            if self.day0.torch_device.startswith("cuda"):
-                import torch
-                return torch.cuda
-            return _HostDeviceInterface(self.day0)
+            return self.day0.device.interface()
 
         def get_empty_cache_for_benchmark(self) -> Any:
             import torch

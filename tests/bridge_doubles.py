@@ -1,7 +1,7 @@
 """Backends used by the bridge and registry tests."""
 from typing import Any
 
-from sdk.backend import Backend, DeviceArg, KernelInfo, LoweringTable, Options, Target
+from sdk.backend import Backend, KernelInfo, LoweringTable, Options, Target
 
 raise_on_import = False
 
@@ -17,7 +17,7 @@ class Partial(Backend):
     """Knows only memory and integer ops: anything else is reported as unsupported."""
 
     name = "partial"
-    target = Target(backend="partial", arch="p1")
+    target = Target.from_device_model("partial", "host_cpu")
 
     def lowering_table(self) -> LoweringTable:
         return _table(["tt.get_program_id", "tt.make_range", "tt.splat", "tt.addptr", "tt.load", "tt.store",
@@ -29,9 +29,6 @@ class Partial(Backend):
     def load(self, artifact: bytes, kernel: KernelInfo) -> Any:
         return kernel
 
-    def to_device(self, tensor, name: str) -> DeviceArg:
-        return DeviceArg(name, tensor.data_ptr(), tensor.numel() * tensor.element_size(), "")
-
     def launch(self, kernel, grid, args, stream=None) -> None:
         pass
 
@@ -40,7 +37,7 @@ class NoLaunch(Backend):
     """Forgets the launch hook: registration must say so."""
 
     name = "nolaunch"
-    target = Target(backend="nolaunch", arch="x")
+    target = Target(backend="nolaunch", arch="x", warp_size=1, vector_width=1)
 
     def lowering_table(self) -> LoweringTable:
         return LoweringTable()
@@ -51,5 +48,3 @@ class NoLaunch(Backend):
     def load(self, artifact, kernel):
         return None
 
-    def to_device(self, tensor, name):
-        return None

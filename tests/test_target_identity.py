@@ -36,7 +36,7 @@ class CountingTwin(CpuInterpBackend):
     """A second day0 backend on the same device type, counting its launches."""
 
     name = "cpu_twin"
-    target = Target(backend="cpu_twin", arch="host", device_model="host_cpu")
+    target = Target.from_device_model("cpu_twin", "host_cpu")
     launches = 0
 
     def launch(self, kernel, grid, args, stream=None):

@@ -18,6 +18,7 @@ import torch
 import sdk
 from sdk.integrations import vllm as day0_vllm
 from sdk.integrations.vllm import install, ops
+from sdk.device_models import load
 
 ROOT = Path(__file__).resolve().parents[1]
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
@@ -92,7 +93,8 @@ def test_vllm_resolves_day0_platform_under_activate():
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert "PLATFORM sdk.integrations.vllm.platform Day0Platform" in out
-    assert "FACTS cpu False False True False 1 None" in out
+    units = load("host_cpu").compute.units.value  # the device model cpu_interp stands for
+    assert f"FACTS cpu False False True False {units} None" in out
     assert "NAME day0 cpu_interp (" in out
     # the example of vLLM's moe_align_block_size docstring (experts 1..4, block 4)
     assert "ALIGN [3, 6, 9, 12, 0, 4, 10, 12, 1, 7, 11, 12, 2, 5, 8, 12] [1, 2, 3, 4] 16" in out

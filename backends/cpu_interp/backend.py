@@ -1,17 +1,20 @@
-"""The cpu_interp Backend: the contract's hooks, each a few lines over the interpreter."""
+"""The cpu_interp Backend: the contract's hooks, each a few lines over the interpreter.
+
+It works on host memory: no allocator, so kernels address the host tensors themselves (zero-copy,
+`sdk.arguments.host_arg`), and its device is the synchronous host (`sdk.device.HostDevice`)."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import hashlib
-import contextvars
-import ctypes
+import os
 from typing import Any
 
 import numpy as np
 
-from sdk.backend import Artifact, Backend, DeviceArg, KernelInfo, LoweringTable, Options, Target
-from sdk.numerics import TORCH_TO_TTIR
+from sdk.arguments import host_arg
+from sdk.backend import Artifact, Backend, KernelInfo, LoweringTable, Options, Target
 from sdk.ttir import Module, TensorType, parse
 
 from .interp import Program
@@ -20,7 +23,7 @@ from .ops import TABLE
 
 class CpuInterpBackend(Backend):
     name = "cpu_interp"
-    target = Target(backend="cpu_interp", arch="host", warp_size=1, vector_width=1, device_model="host_cpu")
+    target = Target.from_device_model("cpu_interp", "host_cpu")
     binary_ext = "ttir_cpu"
     torch_device = "cpu"
 
@@ -29,11 +32,16 @@ class CpuInterpBackend(Backend):
         self._programs: dict[tuple[str, str | None], Program] = {}
 
     def lowering_table(self) -> LoweringTable:
-        return TABLE
+        return TABLE.copy()  # this instance's own: changing it never changes another backend's
 
     def parse_options(self, opts: dict) -> Options:
-        """Every fp8 format Triton's frontend knows is converted here, fp8e4b15 included."""
+        """Every fp8 format Triton's frontend knows is converted here, fp8e4b15 included. The
+        interpreter's checks ("uninit", "races") come from `checks`, or DAY0_CHECK_UNINIT /
+        DAY0_CHECK_RACES read now (compile time)."""
         options = super().parse_options(opts)
+        if "checks" not in opts:
+            env = tuple(c for c in CHECKS if os.environ.get(f"DAY0_CHECK_{c.upper()}", "") not in ("", "0"))
+            options = dataclasses.replace(options, checks=env)
         if "supported_fp8_dtypes" in opts:
             return options
         return dataclasses.replace(options, supported_fp8_dtypes=("fp8e5", "fp8e4nv", "fp8e4b15"))
@@ -44,28 +52,24 @@ class CpuInterpBackend(Backend):
 
     def load(self, artifact: bytes, kernel: KernelInfo) -> Program:
         """Parsed and compiled once per artifact (Triton may ask again for the same kernel)."""
-        key = (hashlib.sha1(artifact).hexdigest(), kernel.source_file)
+        checks = tuple(getattr(kernel.metadata, "checks", None) or ())
+        key = (hashlib.sha1(artifact).hexdigest(), kernel.source_file, checks)
         prog = self._programs.get(key)
         if prog is None:
             module = parse(artifact)  # bytes: a corrupted artifact is a TTIRSyntaxError
             module.relocate(kernel.source_file)
-            prog = self._programs[key] = Program(module, self.lowering)
+            # checks the options turned on; the DAY0_CHECK_* variables still add theirs per launch
+            flags = {f"check_{c}": True for c in checks}
+            prog = self._programs[key] = Program(module, self.lowering, flags)
         return prog
 
-    def to_device(self, tensor: Any, name: str) -> DeviceArg:
-        """Zero-copy: the kernel addresses the CPU tensor's own memory, from its first element to
-        the end of its storage (what it may legally touch)."""
-        storage = tensor.untyped_storage()
-        start = tensor.data_ptr()
-        nbytes = storage.data_ptr() + storage.nbytes() - start
-        buf = (np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(start)) if nbytes > 0
-               else np.zeros(0, np.uint8))
-        dtype = TORCH_TO_TTIR.get(str(tensor.dtype).replace("torch.", ""), "")
-        return DeviceArg(name=name, address=start, nbytes=max(nbytes, 0), dtype=dtype, handle=buf)
-
     def launch(self, kernel: Program, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
-        extra = [self.to_device(t, f"extra[{k}]") for k, t in enumerate(_EXTRA.get())]
+        extra = [host_arg(t, f"extra[{k}]") for k, t in enumerate(_EXTRA.get())]
         kernel.run(grid, args, extra)
+
+
+#: the run-time checks the interpreter offers (Options.checks)
+CHECKS = ("uninit", "races")
 
 
 #: ops a GPU stages through on-chip shared memory (cross-thread data movement)

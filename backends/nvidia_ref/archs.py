@@ -1,6 +1,9 @@
-"""The NVIDIA generations nvidia_ref compiles for: compute capability, device model, and the limits
-Triton checks at launch (opt-in shared memory per block), so a compile-only run refuses what the
-real device would refuse."""
+"""The NVIDIA generations nvidia_ref compiles for: compute capability and device model.
+
+A generation with a shipped device model takes its target and device properties from the model
+(one source of truth); the others carry here the few figures libraries and Triton's launch checks
+need (opt-in shared memory per block, SM count of a representative part), so a compile-only run
+refuses what the real device would refuse."""
 from __future__ import annotations
 
 import re
@@ -9,24 +12,39 @@ from dataclasses import dataclass
 from sdk.errors import Day0Error
 
 
+#: CUDA's warp size and 32-bit registers per SM on every generation Triton supports (compute
+#: capability 7.5 to 12.x: https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#features-and-technical-specifications)
+WARP_SIZE = 32
+REGISTERS_PER_SM = 65536
+
+
 @dataclass(frozen=True)
 class Arch:
-    name: str                 # "sm_89"
-    capability: int           # 89
-    device_model: str | None  # a shipped device model of that generation, if any
-    max_shared_mem: int       # bytes of shared memory one block may opt into
-    multiprocessor_count: int  # of a representative part (for libraries that size grids by it)
-    example: str              # a representative part
+    name: str                  # "sm_89"
+    capability: int            # 89
+    device_model: str | None   # a shipped device model of that generation: its figures are used
+    max_shared_mem: int | None = None        # without a model: bytes of shared memory one block may
+                                             # opt into (CUDA programming guide, per capability)
+    multiprocessor_count: int | None = None  # without a model: SMs of the representative part
+    example: str = ""          # a representative part
+
+    def properties(self) -> dict[str, int]:
+        """What Triton's driver reports for a GPU of this generation (compile-only mode)."""
+        if self.device_model is not None:
+            from sdk.backend import device_properties_of, load_device_model
+            return device_properties_of(load_device_model(self.device_model))
+        return {"multiprocessor_count": self.multiprocessor_count, "max_shared_mem": self.max_shared_mem,
+                "warpSize": WARP_SIZE, "max_num_regs": REGISTERS_PER_SM}
 
 
 ARCHS: dict[str, Arch] = {a.name: a for a in (
     Arch("sm_80", 80, None, 166912, 108, "A100"),
     Arch("sm_86", 86, None, 101376, 84, "RTX 3090 / A10"),
-    Arch("sm_89", 89, "nvidia_l4", 101376, 58, "L4"),
-    Arch("sm_90", 90, "nvidia_h100", 232448, 132, "H100 SXM"),
+    Arch("sm_89", 89, "nvidia_l4", example="L4"),
+    Arch("sm_90", 90, "nvidia_h100", example="H100 SXM"),
     Arch("sm_100", 100, None, 232448, 148, "B200"),
     Arch("sm_120", 120, None, 101376, 170, "RTX 5090"),
-    Arch("sm_121", 121, "nvidia_gb10_spark", 101376, 48, "GB10 (DGX Spark)"),
+    Arch("sm_121", 121, "nvidia_gb10_spark", example="GB10 (DGX Spark)"),
 )}
 
 _PATTERN = re.compile(r"sm_?(\d{2,3})a?")

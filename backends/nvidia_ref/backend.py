@@ -14,18 +14,20 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 
-from sdk.backend import Artifact, Backend, DeviceArg, KernelInfo, LoweringTable, Target
+from sdk.backend import Artifact, Backend, KernelInfo, Target
+from sdk.capabilities import Capabilities
+from sdk.device import Device
 from sdk.errors import BackendUnavailable
 from sdk.ttir import Module
 
 from . import cuda
-from .archs import Arch, parse_arch
-from .table import make_table
+from .archs import WARP_SIZE, Arch, parse_arch
+from .table import capabilities
 
 _STAT_KEYS = ("registers", "spill_stores", "spill_loads", "stack_bytes", "static_smem_bytes")
 
@@ -61,7 +63,7 @@ class _Loaded:
 
 class NvidiaRefBackend(Backend):
     name = "nvidia_ref"
-    target = Target(backend="nvidia_ref", arch="sm_90", warp_size=32, vector_width=1, device_model="nvidia_h100")
+    target = Target.from_device_model("nvidia_ref", "nvidia_h100")
     binary_ext = "cubin"
     torch_device = "cuda"
     ignores_warps = False
@@ -72,7 +74,7 @@ class NvidiaRefBackend(Backend):
         self.arch: Arch = parse_arch(arch or _current_gpu_arch() or "sm_90")
         self.compile_only = compile_only
         # instance attributes shadow the class defaults: this instance's arch and mode
-        self.target = replace(type(self).target, arch=self.arch.name, device_model=self.arch.device_model)
+        self.target = target_of(self.arch)
         self.torch_device = "cpu" if compile_only else "cuda"
         self.ttir_passes = cuda.ttir_passes(self.arch.capability)
         self._stats: list[dict] = []
@@ -80,14 +82,19 @@ class NvidiaRefBackend(Backend):
         if not compile_only:  # asked before every launch: bind the two C calls directly
             ok, why = self.available()
             self.current_stream = _raw_cuda_stream if ok else _unavailable(self.name, why)
+            self.device = CudaDevice()
         super().__init__()
 
     def variant(self, arch: str | None = None, compile_only: bool = False) -> "NvidiaRefBackend":
         return type(self)(arch=arch or self.arch.name, compile_only=compile_only)
 
-    # -------------------------------------------------------------------------- lowering
-    def lowering_table(self) -> LoweringTable:
-        return make_table()
+    # -------------------------------------------------------------------------- compile
+    def capabilities(self) -> Capabilities:
+        return capabilities()
+
+    def load_dialects(self, context: Any) -> None:
+        from triton._C.libtriton import nvidia
+        nvidia.load_dialects(context)
 
     def parse_options(self, opts: dict) -> Any:
         """CUDA's own options for this arch (not sdk.backend.Options): frontend semantics match CUDA."""
@@ -102,12 +109,11 @@ class NvidiaRefBackend(Backend):
         from triton.backends.nvidia.compiler import min_dot_size
         return min_dot_size(cuda.cuda_backend(self.arch.capability).target)(lhs_type, rhs_type)
 
-    def lower(self, module: Module, options: Any) -> Artifact:
-        mod = getattr(module, "mlir", None)
-        if mod is None:
+    def lower(self, module: Module, options: Any, mlir: Any = None) -> Artifact:
+        if mlir is None:
             raise BackendUnavailable("nvidia_ref lowers from Triton's live MLIR module; "
                                      "compile through the Triton bridge (sdk.activate)")
-        cubin, meta, log = cuda.compile_ttir(mod, self.arch.capability, options)
+        cubin, meta, log = cuda.compile_ttir(mlir, self.arch.capability, options)
         facts = meta.pop("ptx_facts")
         stats = cuda.ptxas_stats(log)
         meta.update({f"ptxas_{k}": v for k, v in stats.items()})
@@ -142,14 +148,6 @@ class NvidiaRefBackend(Backend):
             self._cuda_utils = CudaUtils()
         return self._cuda_utils
 
-    # ---------------------------------------------------------------------------- memory
-    def to_device(self, tensor: Any, name: str) -> DeviceArg:
-        """CUDA tensors are used in place: the address is the tensor's own."""
-        storage = tensor.untyped_storage()
-        start = tensor.data_ptr()
-        return DeviceArg(name=name, address=start, nbytes=storage.data_ptr() + storage.nbytes() - start,
-                         dtype=str(tensor.dtype).replace("torch.", ""), handle=tensor)
-
     # ---------------------------------------------------------------------------- launch
     def launch(self, kernel: _Loaded, grid: tuple[int, int, int], args: Any, stream: Any = None) -> None:
         """Compile-only: record the facts. Real mode: the bridge normally calls Triton's launcher
@@ -180,8 +178,7 @@ class NvidiaRefBackend(Backend):
         return 0
 
     def synchronize(self) -> None:
-        if not self.compile_only:
-            torch.cuda.synchronize()
+        self.device.synchronize()
 
     # --------------------------------------------------------------------------- queries
     def available(self) -> tuple[bool, str]:
@@ -200,12 +197,36 @@ class NvidiaRefBackend(Backend):
         return True, ""
 
     def device_properties(self) -> dict[str, int]:
+        """Real mode: the GPU's own. Compile-only: the arch's device model (archs.py otherwise)."""
         if not self.compile_only:
             return dict(self._utils().get_device_properties(torch.cuda.current_device()))
-        a = self.arch
-        return {"multiprocessor_count": a.multiprocessor_count, "max_shared_mem": a.max_shared_mem,
-                "max_num_regs": 65536, "warpSize": 32, "sm_clock_rate": 1_500_000,
-                "mem_clock_rate": 1_500_000, "mem_bus_width": 256}
+        return self.arch.properties()
+
+
+def target_of(arch: Arch) -> Target:
+    """The target of one generation: from its device model when it has one."""
+    if arch.device_model is not None:
+        return Target.from_device_model("nvidia_ref", arch.device_model)
+    return Target("nvidia_ref", arch.name, WARP_SIZE, None, None)
+
+
+class CudaDevice(Device):
+    """The CUDA GPU through torch: torch's current stream, CUDA events, torch.cuda as the device
+    interface (Triton's do_bench times with CUDA events)."""
+
+    synchronous = False
+
+    def current_stream(self) -> Any:
+        return _raw_cuda_stream()
+
+    def synchronize(self, stream: Any = None) -> None:
+        torch.cuda.synchronize()
+
+    def event(self, enable_timing: bool = True) -> Any:
+        return torch.cuda.Event(enable_timing=enable_timing)
+
+    def interface(self) -> Any:
+        return torch.cuda
 
 
 def _runs_on(cubin_cap: int, gpu_cap: int) -> bool:

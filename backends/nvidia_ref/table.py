@@ -1,15 +1,10 @@
-"""nvidia_ref's lowering table: Triton's CUDA pipeline lowers every TTIR op, so every op of the
-dialects TTIR is made of is accepted. The named rules are markers (the real lowering is
-`cuda.compile_ttir`); they make `day0 ops --backend nvidia_ref` list what it covers."""
+"""nvidia_ref's capabilities: Triton's CUDA pipeline lowers every TTIR op, so every op of the
+dialects TTIR is made of is accepted, whatever its types (data: no rules; the lowering is
+`cuda.compile_ttir`). The op names are listed so that `day0 ops --backend nvidia_ref` can say what
+it covers."""
 from __future__ import annotations
 
-from typing import Any
-
-from sdk.backend import LoweringTable
-from sdk.ttir import Op
-
-#: The dialects a TTIR module is made of; Triton's CUDA backend lowers all of their ops.
-TTIR_DIALECTS = ("tt", "arith", "math", "scf", "cf", "ub", "builtin", "llvm", "gpu")
+from sdk.capabilities import TTIR_DIALECTS, Capabilities
 
 #: Op names registered by Triton's TTIR dialects (read from libtriton of Triton 3.6 / 3.8).
 TTIR_OPS = """
@@ -38,19 +33,5 @@ cf.assert cf.br cf.cond_br cf.switch ub.poison
 """.split()
 
 
-def _by_triton(*_: Any, **__: Any) -> None:
-    """Marker rule: the op is lowered by Triton's CUDA pipeline, not op by op here."""
-
-
-class CudaTable(LoweringTable):
-    """Accepts every op of the TTIR dialects, named here or not (a newer Triton's new op included)."""
-
-    def supports(self, op: Op) -> bool:
-        return op.name.partition(".")[0] in TTIR_DIALECTS or super().supports(op)
-
-
-def make_table() -> CudaTable:
-    table = CudaTable()
-    for name in TTIR_OPS:
-        table.register(name, _by_triton)
-    return table
+def capabilities() -> Capabilities:
+    return Capabilities.of(TTIR_OPS, dialects=TTIR_DIALECTS)

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kernels:  # judge models over the selected kernels only
         model_kernels = {m: [k for k in ks if k in names] for m, ks in model_kernels.items()}
         model_kernels = {m: ks for m, ks in model_kernels.items() if ks}
-    missing = missing_ops(captured, backend.lowering, model_kernels)
+    missing = missing_ops(captured, backend.capabilities(), model_kernels)
     all_keys = {f"{op.name}" for k in captured for mod in k.modules for op in mod.walk()}
     items = sum(k.items for k in captured)
     errors = [f"{k.kernel} {e}" for k in captured for e in k.errors]

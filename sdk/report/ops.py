@@ -1,7 +1,7 @@
-"""Which TTIR ops the suite needs that a backend's lowering table lacks, found without running
+"""Which TTIR ops the suite needs that a backend does not accept, found without running
 anything: each kernel's quick cases and dtypes are launched under `sdk.capture.capture()`, which
 compiles through Triton's real frontend and records the TTIR, and every op is checked with
-`backend.lowering.supports(op)`.
+`backend.capabilities().supports(op)` (capabilities are data: nothing of the backend runs).
 
 An op is keyed by its name and element types ("tt.dot(bf16 x bf16 -> f32)"), as in results files.
 A missing op *blocks* a kernel whose TTIR contains it, and the models that need that kernel; it
@@ -68,9 +68,10 @@ def capture_suite(specs: Iterable[Any]) -> list[KernelOps]:
     return [capture_kernel(s) for s in specs]
 
 
-def missing_ops(captured: list[KernelOps], lowering: Any,
+def missing_ops(captured: list[KernelOps], capabilities: Any,
                 model_kernels: dict[str, list[str]] | None = None) -> list[MissingOp]:
-    """The ops `lowering` (a LoweringTable) cannot lower, ranked by models blocked, then kernels."""
+    """The ops `capabilities` (sdk.capabilities.Capabilities, or anything with `supports(op)`) do not
+    accept, ranked by models blocked, then kernels."""
     from ..backend import unsupported
 
     per_kernel: dict[str, set[str]] = {}
@@ -80,7 +81,7 @@ def missing_ops(captured: list[KernelOps], lowering: Any,
         keys = per_kernel.setdefault(k.kernel, set())
         for module in k.modules:
             for op in module.walk():
-                if lowering.supports(op):
+                if capabilities.supports(op):
                     continue
                 u = unsupported(op)
                 keys.add(u.key())

@@ -3,6 +3,7 @@
 DAY0_BACKENDS="faulty=doubles.faulty_backend:FaultyBackend"."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -14,7 +15,7 @@ from sdk.backend import LoweringTable, Target
 
 class FaultyBackend(CpuInterpBackend):
     name = "faulty"
-    target = Target(backend="faulty", arch="host", warp_size=1, vector_width=1, device_model="host_cpu")
+    target = Target.from_device_model("faulty", "host_cpu")
 
     def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
         name = kernel.entry.name
@@ -35,7 +36,7 @@ class CompileOnlyFaulty(FaultyBackend):
 
     def __init__(self, arch: str):
         super().__init__()
-        self.target = Target(backend="faulty", arch=arch, device_model="host_cpu")
+        self.target = dataclasses.replace(FaultyBackend.target, arch=arch)  # a variant: another arch
         self._stats: list[dict] = []
 
     def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
@@ -51,12 +52,12 @@ class NoAddBackend(CpuInterpBackend):
     """cpu_interp whose lowering table refuses arith.addf: every kernel that adds is unsupported."""
 
     name = "no_addf"
-    target = Target(backend="no_addf", arch="host", warp_size=1, vector_width=1, device_model="host_cpu")
+    target = Target.from_device_model("no_addf", "host_cpu")
 
     def lowering_table(self) -> LoweringTable:
         table = LoweringTable()
         table.update(super().lowering_table())
-        table.register("arith.addf", table.get("arith.addf"), accepts=lambda op: False)
+        table.register("arith.addf", table.get("arith.addf"), dtypes=())  # accepts no types at all
         return table
 
 
@@ -65,11 +66,10 @@ class ShortExtentBackend(CpuInterpBackend):
     one element short: a planted out-of-bounds access the bounds check must name."""
 
     name = "short_extent"
-    target = Target(backend="short_extent", arch="host", warp_size=1, vector_width=1, device_model="host_cpu")
+    target = Target.from_device_model("short_extent", "host_cpu")
 
     def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
         if "softmax" in kernel.entry.name:
-            import dataclasses
             from sdk.backend import DeviceArg
             k = next(i for i, a in enumerate(args) if isinstance(a, DeviceArg))
             first = args[k]
@@ -89,7 +89,7 @@ class ContainBackend(CpuInterpBackend):
     probe  reports the CUDA_VISIBLE_DEVICES it runs with in its launch stats."""
 
     name = "contain"
-    target = Target(backend="contain", arch="host", warp_size=1, vector_width=1, device_model="host_cpu")
+    target = Target.from_device_model("contain", "host_cpu")
 
     def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
         mode, path = os.environ.get("DAY0_CONTAIN", ""), os.environ.get("DAY0_CONTAIN_FILE", "")

@@ -11,7 +11,7 @@ class StringStats(CpuInterpBackend):
     """Launch stats as a string instead of a list of dicts."""
 
     name = "string_stats"
-    target = Target(backend="string_stats", arch="host", warp_size=1, vector_width=1, device_model="host_cpu")
+    target = Target.from_device_model("string_stats", "host_cpu")
 
     def take_launch_stats(self):
         return "registers=8"
@@ -22,7 +22,7 @@ class OddStats(CpuInterpBackend):
     entry that is not a dict."""
 
     name = "odd_stats"
-    target = Target(backend="odd_stats", arch="host", warp_size=1, vector_width=1, device_model="host_cpu")
+    target = Target.from_device_model("odd_stats", "host_cpu")
 
     def take_launch_stats(self):
         import numpy as np

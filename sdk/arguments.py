@@ -85,10 +85,16 @@ class Crossing:
         """Allocate each span's buffer, copy in what the kernel reads or may write, and put the
         device arguments in their slots."""
         alloc = self.backend.allocator
-        for span in self.spans.values():
-            span.device = alloc.alloc(max(span.hi - span.lo, 1))
-            if (span.reads or span.writes) and span.hi > span.lo:
-                alloc.copy_in(span.device, span.lo, span.hi - span.lo, self.stream)
+        try:
+            for span in self.spans.values():
+                span.device = alloc.alloc(max(span.hi - span.lo, 1))
+                if (span.reads or span.writes) and span.hi > span.lo:
+                    alloc.copy_in(span.device, span.lo, span.hi - span.lo, self.stream)
+        except BaseException:  # out of device memory, a bad copy: release what this launch took
+            for span in self.spans.values():
+                if span.device:
+                    alloc.free(span.device)
+            raise
         for slot, tensor, name, key in self.pending:
             span = self.spans[key]
             arg = device_arg(alloc, span.device + tensor.data_ptr() - span.lo, name, ttir_dtype(tensor.dtype))

@@ -48,7 +48,7 @@ class inductor:
             self._stack.enter_context(torch._inductor.config.patch(_settings(self.device_type, autotune)))
             if not autotune:
                 self._stack.enter_context(_first_config())
-            _register_device(self.device_type)
+            _register_device(self.device_type, get_backend(name))
             torch._dynamo.reset()
             self._stack.callback(torch._dynamo.reset)
             self._recorder = self._stack.enter_context(launches.record())
@@ -107,19 +107,18 @@ def _first_config():
         yield
 
 
-def _register_device(device: str) -> None:
+def _register_device(device: str, backend: Any) -> None:
     """Inductor knows Triton code generation for "cpu" and "cuda"; a vendor's own device type
-    (PrivateUse1) gets Inductor's Triton scheduling and wrapper once it has a device interface."""
+    (PrivateUse1) gets Inductor's Triton scheduling and wrapper, and the backend's device interface
+    (`Device.interface()`) when none is registered for it yet."""
     if device in ("cpu", "cuda"):
         return
-    from torch._dynamo.device_interface import get_interface_for_device
+    from torch._dynamo.device_interface import get_interface_for_device, register_interface_for_device
     from torch._inductor.codegen.common import get_scheduling_for_device, register_backend_for_device
     try:
         get_interface_for_device(device)
     except Exception:
-        raise Day0Error(f"sdk.inductor: torch device type '{device}' has no device interface registered "
-                        "(torch._dynamo.device_interface.register_interface_for_device); Inductor cannot "
-                        "compile for it") from None
+        register_interface_for_device(device, backend.device.interface())
     if get_scheduling_for_device(device) is None:
         from torch._inductor.codegen.triton import TritonScheduling
         from torch._inductor.codegen.wrapper import PythonWrapperCodegen

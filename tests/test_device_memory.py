@@ -171,3 +171,27 @@ def test_conformance_kernels_pass_through_device_memory(tmp_path):
     recs = [r for r in map(json.loads, out.read_text().splitlines()) if r["type"] == "record"]
     assert len(recs) >= 9 and all(r["status"] == "pass" for r in recs), [r["status"] for r in recs]
     assert all(r["native"] == 0.0 and "tt.load" in r["borrowed_ops"] for r in recs)
+    for r in recs:  # each item's launches: host tensors in and out at the boundary, nothing left
+        (heap,) = [s["heap"] for s in r["launch_stats"]]
+        assert heap["launches"] >= 1 and heap["live_allocations"] == 0, r
+        assert 0 < heap["copies_out"] <= heap["copies_in"], r
+
+
+def test_the_device_interface_serves_inductor_for_a_device_type_of_its_own():
+    """sdk.inductor registers the backend's device interface for a torch device type Inductor does
+    not know; its events time the device's stream, not the host's calls."""
+    import time
+
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    from sdk.inductor import _register_device
+    be = DeviceHeapBackend()
+    _register_device("day0heap", be)
+    di = get_interface_for_device("day0heap")
+    assert di.is_available() and di.current_stream() == be.device.current_stream()
+    start, end = di.Event(enable_timing=True), di.Event(enable_timing=True)
+    start.record()
+    be.device.enqueue(None, lambda: time.sleep(0.05))  # 50 ms of device work, queued at once
+    end.record()
+    di.synchronize()
+    assert end.query() and start.elapsed_time(end) >= 50.0

@@ -68,7 +68,8 @@ def test_bring_up_guide_replaces_the_vendor_guide():
     assert not (DOCS / "vendor-guide.md").exists()
     guide = (DOCS / "bring-up.md").read_text()
     # the facts of the old guide: the contract page, the scaffolded files, every step's command
-    for fact in ("## The contract in one page", "lowering_table()", "to_device(tensor, name)", "TensorDescArg",
+    for fact in ("## The contract in one page", "lowering_table()", "capabilities()", "stages(options)",
+                 "Allocator", "DeviceTensor", "Target.from_device_model", "TensorDescArg",
                  "Module.relocate", "registers_per_thread", "stands_in_for", "custom_type_conversions()",
                  "rejected when it registers", "`memory.py`", "`launch.py`", "`runtime/`", "MYNPU_DELEGATE=1",
                  "day0 ops --backend mynpu", "--resume", "--shard I/N", "day0 merge",

@@ -1,5 +1,5 @@
-"""`day0 ops --backend B`: the TTIR ops the suite needs that B's lowering table lacks, found without
-running anything, each with the kernels and models it blocks.
+"""`day0 ops --backend B`: the TTIR ops the suite needs that B does not accept (its capabilities),
+found without running anything, each with the kernels and models it blocks.
 
     day0 ops --backend B [--kernels K,..] [--json]
 """
@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "ops", help="ops the suite needs that a backend cannot lower (nothing is run)",
         description="Capture the TTIR of every conformance kernel (quick cases, every dtype) without "
-        "running it, and list the ops (with element types) that the backend's lowering table lacks, "
+        "running it, and list the ops (with element types) that the backend's capabilities lack, "
         "ranked by the models they block.")
     p.add_argument("--backend", required=True, metavar="B", help="backend name (or NAME@ARCH variant)")
     p.add_argument("--kernels", metavar="K,..", help="only these kernels (comma separated)")
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
             "missing": [vars(m) for m in missing], "capture_errors": errors}, indent=1))
         return 0
     print(f"{args.backend}: {len(names)} kernel(s), {items} item(s) captured, {len(all_keys)} distinct "
-          f"op name(s); {len(missing)} missing op(s)" + (" -- the lowering table covers the suite"
+          f"op name(s); {len(missing)} missing op(s)" + (" -- the backend's capabilities cover the suite"
                                                         if not missing and not errors else ""))
     for i, m in enumerate(missing, 1):
         alone = f"; the only missing op of {', '.join(m.alone)}" if m.alone else ""

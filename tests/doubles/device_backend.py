@@ -212,6 +212,7 @@ class DeviceHeapBackend(Backend):
     target = Target.from_device_model("device_heap", "generic_npu")
     binary_ext = "heapbin"
     launch_delay_s = 0.0
+    _launches = 0
 
     def __init__(self) -> None:
         self.device = StreamDevice()
@@ -235,7 +236,19 @@ class DeviceHeapBackend(Backend):
     def load(self, artifact: bytes, kernel: KernelInfo) -> Any:
         return self.executor.load(artifact, kernel)
 
+    def take_launch_stats(self) -> list[dict]:
+        """Copies and launches since the last call, and the allocations still live."""
+        log, self.allocator.log = self.allocator.log, []
+        launches, self._launches = self._launches, 0
+        return [{"heap": {"launches": launches, "copies_in": sum(c.kind == "in" for c in log),
+                          "copies_out": sum(c.kind == "out" for c in log),
+                          "bytes_in": sum(c.nbytes for c in log if c.kind == "in"),
+                          "bytes_out": sum(c.nbytes for c in log if c.kind == "out"),
+                          "live_allocations": self.allocator.live()}}]
+
     def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
+        self._launches += 1
+
         def run() -> None:
             if self.launch_delay_s:
                 time.sleep(self.launch_delay_s)

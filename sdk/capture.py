@@ -43,11 +43,6 @@ class CaptureBackend(Backend):
         self.props: dict | None = None            # the device properties it reports, likewise
         self.queried = False                      # whether a launch wrapper asked for them
 
-    def device_properties(self) -> dict[str, int]:
-        """It stands for no device: host code that sizes a grid from these (persistent kernels)
-        sees one unit, so a capture records the smallest grid such code launches."""
-        return {"multiprocessor_count": 1, "max_shared_mem": 1 << 20, "max_num_regs": 65536, "warpSize": 1}
-
     def capabilities(self) -> Capabilities:
         return Capabilities.of(dialects=TTIR_DIALECTS)  # every op of a TTIR module
 
@@ -65,8 +60,12 @@ class CaptureBackend(Backend):
         return module.text.encode()
 
     def device_properties(self) -> dict[str, int]:
+        """The properties of the target the capture stands for (`props`); without them it stands
+        for no device: host code that sizes a grid from these (persistent kernels) sees one unit,
+        so a capture records the smallest grid such code launches."""
         self.queried = True
-        return {**super().device_properties(), **(self.props or {})}
+        alone = {"multiprocessor_count": 1, "max_shared_mem": 1 << 20, "max_num_regs": 65536, "warpSize": 1}
+        return {**alone, **(self.props or {})}
 
     def load(self, artifact: bytes, kernel: KernelInfo) -> Any:
         from .ttir import parse

@@ -210,7 +210,9 @@ def test_host_benchmarker_keeps_do_bench_units_and_runs_slow_candidates_once():
         time.sleep(0.004)
 
     ms = host_benchmark(fast, warmup=10, rep=40, sync=lambda: syncs.append(1))
-    assert 3.5 <= ms <= 40 and 8 <= len(calls) <= 25 and len(syncs) >= 5  # ~4 ms a call, ~40 ms timed
+    # ~4 ms a call (more on a loaded machine), ~40 ms timed: rep is milliseconds, not 40 calls,
+    # and more than one timed call is made
+    assert 3.5 <= ms <= 40 and 4 <= len(calls) <= 25 and len(syncs) >= 3
     calls.clear()
 
     def slow():

@@ -74,7 +74,7 @@ def test_bring_up_guide_replaces_the_vendor_guide():
                  "rejected when it registers", "`memory.py`", "`launch.py`", "`runtime/`", "MYNPU_DELEGATE=1",
                  "day0 ops --backend mynpu", "--resume", "--shard I/N", "day0 merge",
                  "pytest --day0-backend=mynpu", "day0 coverage --config", "day0 simulate --device",
-                 "roofline with waves", "day0 model qwen3_next --backend mynpu", "sdk.inductor",
+                 "padded to your matrix unit", "day0 model qwen3_next --backend mynpu", "sdk.inductor",
                  "backends/cpu_interp/", "datasheet URL"):
         assert fact in guide, fact
     readme = (ROOT / "README.md").read_text()

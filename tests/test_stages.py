@@ -121,6 +121,13 @@ def exp_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.exp(tl.load(x_ptr + offs)).to(tl.float16))
 
 
+@pytest.fixture(autouse=True)
+def fresh_triton_cache(tmp_path, monkeypatch):
+    """Every test compiles into its own cache: a hit left by an earlier run would skip the stages
+    these tests watch."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+
+
 @pytest.fixture
 def text_backend():
     registry.register(TextBackend)

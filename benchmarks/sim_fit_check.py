@@ -7,9 +7,11 @@ carries every launch's shared memory as ptxas and Triton allocated it). For each
 dtype) the kernel's launches are captured once (no GPU, no compile for a GPU); for each arch the
 simulator predicts each launch's shared memory with that arch's staging rules
 (sdk.simulator.onchip) and whether the item fits: captured as that arch's Triton target would
-compile it (its fp8 types: kernels that pick native fp8 or an emulation pick as there; a type the
-target lacks fails the capture, as it fails the compile), and shared memory within the arch's
-opt-in limit (backends/nvidia_ref/archs.py). A record that compiled fits; one whose compile failed
+compile it (its fp8 types and device properties: kernels that pick native fp8 or an emulation, or
+size tiles by the device, pick as there; a type the target lacks fails the capture, as it fails the
+compile; a configuration over the arch's shared memory is refused, so that first-fit wrappers and
+autotuners take the next, as they do there), and shared memory within the arch's
+opt-in limit (backends/nvidia_ref/archs.py: its table, or the arch's device model). A record that compiled fits; one whose compile failed
 for shared memory or an unsupported type does not; other failures give no verdict.
 Prints agreement per arch and the worst byte estimates; writes JSON with --out.
 """
@@ -45,7 +47,7 @@ def _refused(record: dict) -> bool:
 
 
 def _capture(suite, key: tuple, arch: str, captured: dict, get_backend, capture_case):
-    from sdk.simulator.onchip import triton_fp8_for_arch
+    from sdk.simulator.onchip import staging_for_arch, triton_fp8_for_arch
     if (key, arch) in captured:
         return captured[(key, arch)]
     spec = suite[key[0]]
@@ -55,7 +57,7 @@ def _capture(suite, key: tuple, arch: str, captured: dict, get_backend, capture_
     else:
         props = get_backend(f"nvidia_ref@{arch}/compile").device_properties()
         try:
-            out = capture_case(spec, case, key[2], triton_fp8_for_arch(arch), props)
+            out = capture_case(spec, case, key[2], triton_fp8_for_arch(arch), props, staging_for_arch(arch))
         except Exception as exc:
             text = " ".join(str(exc).split())
             if "not supported in this architecture" in text:
@@ -87,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         """Captured as the arch's compile-only target: its fp8 types and device properties; the
         sm_90 capture is reused where the wrapper asked for neither."""
         first = _capture(suite, key, "sm_90", captured, get_backend, capture_case)
-        if arch == "sm_90" or (isinstance(first, list) and not first.target_dependent):
+        limit = get_backend(f"nvidia_ref@{arch}/compile").device_properties()["max_shared_mem"]
+        st = staging_for_arch(arch)
+        if arch == "sm_90" or (isinstance(first, list) and not first.target_dependent
+                               and all(shared_bytes(c, st) <= limit for c in first)):
             return first
         return _capture(suite, key, arch, captured, get_backend, capture_case)
 
@@ -96,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     for r in records:
         key = (r["kernel"], r["case"], r["dtype"])
         arch = parse_arch(r["arch"])
+        limit = arch.max_shared_mem or arch.properties()["max_shared_mem"]
         row = {"kernel": r["kernel"], "case": r["case"], "dtype": r["dtype"], "arch": r["arch"],
-               "compiled": r["status"] == "compiled", "status": r["status"], "limit": arch.max_shared_mem}
+               "compiled": r["status"] == "compiled", "status": r["status"], "limit": limit}
         if r["status"] not in ("compiled", "failed") or (r["status"] == "failed" and not _refused(r)):
             row["error"] = f"no verdict from the compile: {r['status']} {str(r.get('detail', ''))[:120]}"
             rows.append(row)
@@ -119,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             real = stats[i]["shared_bytes"] if i < len(stats) and names[i] == c.kernel else None
             row["launches"].append({"kernel": c.kernel, "predicted": pred[i], "real": real,
                                     "num_stages": stats[i]["num_stages"] if real is not None else None})
-        why = [f"{c.kernel}: {p} B of shared memory, {arch.max_shared_mem} available"
-               for c, p in zip(launches, pred) if p > arch.max_shared_mem]
+        why = [f"{c.kernel}: {p} B of shared memory, {limit} available"
+               for c, p in zip(launches, pred) if p > limit]
         row["fits"] = not why
         row["why"] = why
         rows.append(row)

@@ -29,6 +29,7 @@ import pickle
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +62,7 @@ def host_bound(row: dict) -> bool | None:
 
 def _code_hash() -> str:
     h = hashlib.sha256()
-    for f in ("sdk/simulator/analysis.py", "sdk/capture.py"):
+    for f in ("sdk/capture.py",):
         h.update((ROOT / f).read_bytes())
     return h.hexdigest()[:16]
 
@@ -71,7 +72,7 @@ def capture_all(keys: list[tuple], cache_path: Path | None, device) -> dict[tupl
     types and device properties: wrappers that size tiles or grids by the device do so as there)."""
     from sdk.conformance.spec import registered
     from sdk.simulator.onchip import target_profile
-    from sdk.simulator.run import capture_case
+    from sdk.simulator.run import analyse_launches, capture_launches, lightweight
     fp8, props = target_profile(device)
     suite = registered()
     cache: dict = {}
@@ -91,15 +92,20 @@ def capture_all(keys: list[tuple], cache_path: Path | None, device) -> dict[tupl
         src = inspect.getsourcefile(spec.run) or ""
         stamp = (code, hashlib.sha256(Path(src).read_bytes()).hexdigest()[:16] if src else "")
         hit = cache.get(key)
-        if hit and hit[0] == stamp:
-            out[key] = hit[1]
+        if hit and hit[0] == stamp:  # raw launches, analysed again (the analysis may have changed)
+            out[key] = analyse_launches(*hit[1]) if isinstance(hit[1], tuple) else hit[1]
             continue
         case = next((c for c in spec.cases if c.name == key[1]), None)
         try:
-            out[key] = capture_case(spec, case, key[2], fp8, dict(props)) if case else "case no longer in the suite"
+            if case is None:
+                raw = "case no longer in the suite"
+            else:
+                launches, queried = capture_launches(spec, case, key[2], fp8, dict(props))
+                raw = (lightweight(launches), queried)
         except Exception as exc:
-            out[key] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[-1][:200]}"
-        cache[key] = (stamp, out[key])
+            raw = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[-1][:200]}"
+        out[key] = analyse_launches(*raw) if isinstance(raw, tuple) else raw
+        cache[key] = (stamp, raw)
         print(f"  captured {i + 1}/{len(keys)} {'/'.join(key)} ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
         if cache_path:
             cache_path.write_bytes(pickle.dumps(cache))
@@ -139,13 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--holdout-device", default="nvidia_h200")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--write-efficiencies", type=Path, help="store the efficiencies fitted on every calibration row")
-    ap.add_argument("--cache", type=Path, help="pickle of captured launches, reused while the code is unchanged")
+    ap.add_argument("--cache", type=Path, help="pickle of captured launches (TTIR, grids, integer arguments), reused "
+                    "while the capture and the kernels are unchanged; analysed again each run")
     ap.add_argument("--no-loko", action="store_true", help="skip leave-one-kernel-out")
     args = ap.parse_args(argv)
 
     from sdk.conformance.spec import registered
     from sdk.device_models import load
     from sdk.simulator.calibrate import errors, fit, summarize
+    from sdk.simulator.timing import Efficiencies
     suite = registered()
     cal = measured_rows(args.calibrate)
     hold = measured_rows(args.holdout) if args.holdout else {}
@@ -163,8 +171,16 @@ def main(argv: list[str] | None = None) -> int:
     fit_rows = [r for r in cal_rows if r.key not in host]
     print(f"{len(cal_rows)} calibration calls, {len(host)} of them bound by their wrapper's host work "
           f"(profiled GPU time far below the measured time): fitted on the other {len(fit_rows)}")
+    # measured directly on the calibration GPU rather than fitted: the floor of one launch (an
+    # empty launch through the backend, timed as every call is)
+    ceil = json.loads(args.calibrate.read_text()).get("ceilings", {})
+    start = Efficiencies()
+    if ceil.get("empty_launch_day0_us"):
+        start = replace(start, launch_floor_s=ceil["empty_launch_day0_us"] * 1e-6,
+                        launch_reference_s=cal_device.launch_overhead_s)
+    print(f"launch floor {start.launch_floor_s * 1e6:.2f} us (an empty launch measured on the {args.calibrate_device})")
     t0 = time.monotonic()
-    eff = fit(fit_rows)
+    eff = fit(fit_rows, start=start, fixed=("launch_floor_s",))
     in_sample = errors(fit_rows, eff)
     host_rows = errors([r for r in cal_rows if r.key in host], eff)
     result = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(),
@@ -185,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         for k in kernels:
             train = [r for r in fit_rows if r.key[0] != k]
             test = [r for r in fit_rows if r.key[0] == k]
-            loko += errors(test, fit(train, start=eff, spans=(2.0, 1.2, 1.05), passes=2))
+            loko += errors(test, fit(train, start=eff, spans=(2.0, 1.2, 1.05), passes=2,
+                                     fixed=("launch_floor_s",)))
         result["leave_one_kernel_out"] = {"summary": summarize(loko), "rows": loko}
         _print_block(f"leave one kernel out ({args.calibrate_device}, each kernel predicted by a fit without it)",
                      result["leave_one_kernel_out"]["summary"])
@@ -220,9 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_text(args.out, json_text(result, indent=1) + "\n")
     if args.write_efficiencies:
         atomic_write_text(args.write_efficiencies, json_text(
-            {"efficiencies": {**eff.as_dict(), "source": f"fitted on {len(cal_rows)} calls of "
-                              f"{result['calibration']['kernels']} kernels measured on {args.calibrate_device} "
-                              f"({args.calibrate.name}) by benchmarks/sim_validate.py"}}, indent=1) + "\n")
+            {"efficiencies": {**eff.as_dict(), "source": f"fitted on {len(fit_rows)} calls of "
+                              f"{len({r.key[0] for r in fit_rows})} kernels measured on {args.calibrate_device} "
+                              f"({args.calibrate.name}; calls bound by their wrapper's host work left out; the "
+                              f"launch floor is an empty launch measured there) by benchmarks/sim_validate.py"}},
+            indent=1) + "\n")
         print(f"wrote {args.write_efficiencies}")
     print(f"wrote {args.out}")
     return 0

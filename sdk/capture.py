@@ -42,6 +42,11 @@ class CaptureBackend(Backend):
         self.fp8: tuple[str, ...] | None = None  # the fp8 types of the target it stands for
         self.props: dict | None = None            # the device properties it reports, likewise
         self.queried = False                      # whether a launch wrapper asked for them
+        # on-chip bytes one program of a loaded module needs on the target (module, num_warps,
+        # num_stages) -> bytes; a launch needing more than props' max_shared_mem is refused as
+        # that target's compiler refuses it (OutOfResources), so wrappers and autotuners move on
+        self.shared_check: Any = None
+        self.refused = False
 
     def capabilities(self) -> Capabilities:
         return Capabilities.of(dialects=TTIR_DIALECTS)  # every op of a TTIR module
@@ -82,8 +87,15 @@ class CaptureBackend(Backend):
         return DeviceArg(name, tensor.data_ptr(), tensor.numel() * tensor.element_size(), dtype, tensor)
 
     def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
-        self.modules.append(kernel)
         warps, stages = getattr(kernel, "launch_options", (0, 0))
+        limit = (self.props or {}).get("max_shared_mem")
+        if self.shared_check is not None and limit:
+            need = self.shared_check(kernel, warps, stages)
+            if need > limit:
+                from triton.runtime.errors import OutOfResources
+                self.refused = True
+                raise OutOfResources(need, limit, "shared memory")
+        self.modules.append(kernel)
         self.launches.append(Launch(kernel, tuple(grid), list(args), warps, stages))
 
 
@@ -94,10 +106,13 @@ class capture:
     stands for, as its compiler would report them; kernels that pick a code path by them (native fp8
     or an emulation) take the path that target would. None: Triton's defaults. `props`: the device
     properties it reports to launch wrappers that size tiles or grids by them (max_shared_mem,
-    multiprocessor_count ...); `queried` says afterwards whether any wrapper asked."""
+    multiprocessor_count ...); `queried` says afterwards whether any wrapper asked. `shared_check`:
+    (module, num_warps, num_stages) -> shared bytes the target's compiler would allocate; a launch
+    over props' max_shared_mem is refused with OutOfResources, as on the target (`refused` says
+    afterwards whether any was)."""
 
-    def __init__(self, fp8: tuple[str, ...] | None = None, props: dict | None = None):
-        self.fp8, self.props, self.queried = fp8, props, False
+    def __init__(self, fp8: tuple[str, ...] | None = None, props: dict | None = None, shared_check: Any = None):
+        self.fp8, self.props, self.queried, self.shared_check, self.refused = fp8, props, False, shared_check, False
 
     def __enter__(self) -> list[Module]:
         from .triton_bridge import activate
@@ -107,11 +122,12 @@ class capture:
         self.backend.modules = []
         self.backend.launches = []
         self.backend.fp8, self.backend.props, self.backend.queried = self.fp8, self.props, False
+        self.backend.shared_check, self.backend.refused = self.shared_check, False
         self.launches = self.backend.launches
         self._activation = activate(NAME)
         return self.backend.modules
 
     def __exit__(self, *exc: Any) -> None:
-        self.queried = self.backend.queried
-        self.backend.fp8, self.backend.props = None, None
+        self.queried, self.refused = self.backend.queried, self.backend.refused
+        self.backend.fp8, self.backend.props, self.backend.shared_check = None, None, None
         self._activation.deactivate()

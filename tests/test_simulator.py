@@ -196,17 +196,18 @@ def test_staged_dot_operands_match_what_triton_allocates(arch, stages):
 
 
 def test_fit_verdicts_are_per_dtype():
-    """Prefill attention's fp32 tiles outgrow an L4's 99 KiB of shared memory (the sm_89 compile
-    fails with 139,520 bytes); its bf16 tiles fit, and so do both on an H100."""
+    """The generic NPU's matrix unit takes bf16 (and fp8) operands only: the bf16 GEMM fits it, the
+    fp16 and fp32 (tf32) ones do not, and one dtype's verdict does not hide the others'; an H100
+    runs all three."""
     from sdk.conformance.spec import registered
     from sdk.simulator import simulate_suite
-    spec = registered()["attn_prefill_gqa_gated"]
-    out = simulate_suite([spec], [load("nvidia_l4"), load("nvidia_h100")], efficiencies=EFF)
-    l4 = out["by_device"]["nvidia_l4"]["kernels"]["attn_prefill_gqa_gated"]
-    h100 = out["by_device"]["nvidia_h100"]["kernels"]["attn_prefill_gqa_gated"]
-    assert l4["fits_by_dtype"] == {"bf16": True, "fp32": False} and not l4["fits"]
-    assert any("KiB of shared memory, 99 KiB available" in w for w in l4["why"])
-    assert h100["fits"] and h100["fits_by_dtype"] == {"bf16": True, "fp32": True}
+    spec = registered()["gemm_bf16"]
+    out = simulate_suite([spec], [load("generic_npu"), load("nvidia_h100")], efficiencies=EFF)
+    npu = out["by_device"]["generic_npu"]["kernels"]["gemm_bf16"]
+    h100 = out["by_device"]["nvidia_h100"]["kernels"]["gemm_bf16"]
+    assert npu["fits_by_dtype"] == {"bf16": True, "fp16": False, "fp32": False} and not npu["fits"]
+    assert any("no matrix-unit path for tt.dot(fp16 -> fp32)" in w for w in npu["why"])
+    assert h100["fits"] and h100["fits_by_dtype"] == {"bf16": True, "fp16": True, "fp32": True}
 
 
 # ---- time model --------------------------------------------------------------------------------
@@ -352,3 +353,27 @@ def test_launch_wrappers_see_the_simulated_target():
     emulated = capture_case(spec, case, "bf16", ("fp8e4b15", "fp8e5"))  # sm_80's fp8 types
     assert native.target_dependent and any(d.startswith("fp8") for c in native for d in c.dtypes)
     assert not any(d.startswith("fp8") for c in emulated for d in c.dtypes)
+
+
+def test_a_capture_refuses_configurations_the_target_cannot_hold():
+    """First-fit wrappers and autotuners move on from a configuration the target's compiler refuses
+    for shared memory; the capture refuses what the staging estimate says does not fit, so each
+    device is simulated with the configuration it would run."""
+    from sdk.conformance.kernels.fit import launch_first_fit
+    from sdk.simulator.onchip import device_props, staging_for, triton_fp8
+    from sdk.simulator.run import _shared_check
+    a = torch.randn(64, 512, dtype=torch.bfloat16)
+    b = torch.randn(512, 64, dtype=torch.bfloat16)
+    c = torch.empty(64, 64)
+    big = dict(BM=64, BN=64, BK=256, num_stages=3, num_warps=4)   # 2 x 64 KiB (mma) / 3 x 64 KiB (wgmma)
+    small = dict(BM=64, BN=64, BK=32, num_stages=3, num_warps=4)
+
+    def chosen(device):
+        cap = capture(triton_fp8(device), device_props(device), _shared_check(staging_for(device)))
+        with cap:
+            cfg = launch_first_fit(kloop_gemm, lambda cfg: (1,), (a, b, c, 512), [big, small])
+        assert len(cap.launches) == 1
+        return cfg, cap.refused
+
+    assert chosen(load("nvidia_l4")) == (small, True)     # 128 KiB > 99 KiB
+    assert chosen(load("nvidia_h100")) == (big, False)    # 192 KiB <= 227 KiB

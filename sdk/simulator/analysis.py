@@ -83,6 +83,7 @@ class LaunchCounts:
     access: dict = field(default_factory=lambda: defaultdict(float))  # "contiguous"/"strided"/"indirect" -> bytes per program
     load_rounds: float = 0.0           # dependent rounds of loads per program (latency chain)
     reduce_bytes: int = 0              # largest tensor reduced or scanned across a program
+    reductions: float = 0.0            # reductions and scans a program runs (cross-lane latency each)
     reshape_bytes: int = 0             # largest tensor transposed, reshaped, joined or split
     addresses: dict = field(default_factory=dict)     # arg name -> (base address, bytes): reuse across launches
 
@@ -134,7 +135,7 @@ def _bytes(t: Type) -> int:
     return _numel(t) * max(1, e.bits // 8) if isinstance(e, ScalarType) else 0
 
 
-def analyse(module: Module, grid: tuple[int, int, int], args: list[Any], samples: int = 8,
+def analyse(module: Module, grid: tuple[int, int, int], args: list[Any], samples: int = 32,
             unwritten: list[tuple[int, int]] = (), num_warps: int = 0, num_stages: int = 0) -> LaunchCounts:
     """Counts of one launch: per-program figures are the mean over up to `samples` programs spread
     evenly over the grid (program ids enter loop bounds: causal attention, varlen sequences).
@@ -158,6 +159,7 @@ def analyse(module: Module, grid: tuple[int, int, int], args: list[Any], samples
             setattr(counts, field_name, merged)
         counts.estimated = any(r.estimated for r in runs)
         counts.load_rounds = sum(r.load_rounds for r in runs) / n
+        counts.reductions = sum(r.reductions for r in runs) / n
         merged = defaultdict(float)
         for r in runs:
             for key, val in r.access.items():
@@ -211,8 +213,7 @@ def _analyse_program(module: Module, grid: tuple[int, int, int], args: list[Any]
             walker.origin[v] = a.name
             counts.extents[a.name] = a.nbytes or math.inf
             counts.addresses[a.name] = (a.address, a.nbytes)
-    for block in func.body.blocks:  # blocks after an early return (cf.cond_br): an upper bound
-        walker.block(block, env, 1.0)
+    walker.cfg(func.body.blocks, env, 1.0)
     return counts
 
 
@@ -261,6 +262,28 @@ class _Walker:
             self.c.load_rounds += mult  # the loads of one pass over a block issue together
         for op in block.ops:
             self.op(op, env, mult)
+
+    def cfg(self, blocks: list, env: dict, mult: float) -> None:
+        """A function's blocks in control-flow order: a branch on a known condition (an early
+        return: programs past the end of a sequence) follows the taken side only; an unknown one
+        walks both (an upper bound), each block once."""
+        by_label = {b.label: b for b in blocks}
+        todo, seen = [blocks[0]] if blocks else [], set()
+        while todo:
+            block = todo.pop(0)
+            if id(block) in seen:
+                continue
+            seen.add(id(block))
+            self.block(block, env, mult)
+            term = block.ops[-1] if block.ops else None
+            if term is None or not term.successors:
+                continue
+            targets = term.successors
+            if term.name == "cf.cond_br" and len(targets) == 2:
+                cond = env.get(term.operands[0]) if term.operands else None
+                if cond is not None:
+                    targets = targets[:1] if cond else targets[1:]
+            todo += [by_label[t] for t in targets if t in by_label]
 
     def _source(self, v: Value, dot: Op) -> str:
         """Where a dot operand comes from: a load in the dot's own loop, another load, or a value
@@ -430,6 +453,8 @@ class _Walker:
             per = sum(1 for inner in op.regions[0].entry.ops if inner.name.startswith("arith."))
             c.flops[("vector", dtype_name(op.operands[0].type), "")] += mult * per * _numel(op.operands[0].type)
             c.reduce_bytes = max(c.reduce_bytes, sum(_value_bytes(v) for v in op.operands))
+            if isinstance(op.operands[0].type, TensorType) and _numel(op.operands[0].type) > 1:
+                c.reductions += mult
         elif n in _RESHAPES and op.results:
             c.reshape_bytes = max(c.reshape_bytes, sum(_value_bytes(v) for v in op.results))
         if n == "scf.for":
@@ -449,12 +474,19 @@ class _Walker:
             cond = env.get(op.operands[0])
             taken = op.regions if cond is None else (op.regions[:1] if cond else op.regions[1:2])
             for region in taken:  # an unknown condition counts both sides: an upper bound
-                self.block(region.entry, dict(env), mult)
+                inner = dict(env)
+                self.block(region.entry, inner, mult)
+                if cond is not None and op.results:  # the taken side's scalars flow on
+                    for r, v in zip(op.results, _terminator_operands(region.entry, "scf.yield")):
+                        env[r] = inner.get(v)
+            return
         elif n == "scf.while":
-            self.c.estimated = True
-            for region in op.regions:
-                for block in region.blocks:
-                    self.block(block, dict(env), mult)
+            if not self._while(op, env, mult):
+                self.c.estimated = True
+                for region in op.regions:
+                    for block in region.blocks:
+                        self.block(block, dict(env), mult)
+            return
         elif n == "tt.call":
             callee = self.module.funcs.get(op.attrs["callee"].name)
             if callee is not None:
@@ -462,17 +494,58 @@ class _Walker:
                 for v, a in zip(callee.args, op.operands):
                     if a in self.origin:
                         self.origin[v] = self.origin[a]
-                for block in callee.body.blocks:
-                    self.block(block, inner, mult)
+                self.cfg(callee.body.blocks, inner, mult)
+                if callee.body.blocks:
+                    for r, v in zip(op.results, _terminator_operands(callee.body.blocks[-1], "tt.return")):
+                        env[r] = inner.get(v)
+            return
         vals = [env.get(v) for v in op.operands]
-        if n == "tt.load" and not isinstance(op.results[0].type, TensorType) and len(op.operands) == 1:
-            folded = [self._read_scalar(vals[0], op.results[0].type)]
+        if n == "tt.load" and not isinstance(op.results[0].type, TensorType):
+            # a scalar the kernel loads; masked: the value where the mask holds, else `other`
+            mask = vals[1] if len(vals) > 1 else True
+            if mask is None:
+                folded = [None]
+            elif mask:
+                folded = [self._read_scalar(vals[0], op.results[0].type)]
+            else:
+                folded = [vals[2] if len(vals) > 2 else None]
         elif n == "tt.addptr" and not isinstance(op.results[0].type, TensorType) and None not in vals[:2]:
             folded = [vals[0] + int(vals[1]) * _bytes_of(op.results[0].type.pointee)]
         else:
             folded = _fold(op, vals, self.grid, self.pid)
         for r, val in zip(op.results, folded):
             env[r] = val
+
+    #: scf.while loops run concretely up to this many iterations (a search over sequences)
+    WHILE_LIMIT = 256
+
+    def _while(self, op: Op, env: dict, mult: float) -> bool:
+        """Run an scf.while whose carried scalars and condition follow from known values (a binary
+        search over cumulative lengths): its work counted per iteration, its results bound. False
+        when a value it needs is unknown (the caller then estimates)."""
+        before, after = op.regions[0].entry, op.regions[1].entry
+        vals = [env.get(v) for v in op.operands]
+        for _ in range(self.WHILE_LIMIT):
+            if None in vals:
+                return False
+            benv = dict(env)
+            benv.update(zip(before.args, vals))
+            self.block(before, benv, mult)
+            cond_args = _terminator_operands(before, "scf.condition")
+            if not cond_args:
+                return False
+            cond, forwarded = benv.get(cond_args[0]), [benv.get(v) for v in cond_args[1:]]
+            if cond is None:
+                return False
+            if not cond:
+                for r, v in zip(op.results, forwarded):
+                    env[r] = v
+                return True
+            aenv = dict(env)
+            aenv.update(zip(after.args, forwarded))
+            self.block(after, aenv, mult)
+            vals = [aenv.get(v) for v in _terminator_operands(after, "scf.yield")]
+        return False
 
     def _read_scalar(self, address: Any, type_: Type) -> Any:
         """A scalar the kernel loads (a sequence length, an offset), read from the captured tensor."""
@@ -512,6 +585,11 @@ class _Walker:
             self.c.estimated = True
             return 1.0
         return float(max(0, -(-(int(ub) - int(lb)) // int(step))))
+
+
+def _terminator_operands(block: Block, name: str) -> list:
+    last = block.ops[-1] if block.ops else None
+    return list(last.operands) if last is not None and last.name == name else []
 
 
 def _bytes_of(t: Type) -> int:

@@ -23,7 +23,9 @@ PARAMETERS = (
     ("dram.contiguous", 0.3, 1.0), ("dram.strided", 0.05, 1.0), ("dram.indirect", 0.05, 1.0),
     ("matrix.16", 0.1, 1.0), ("matrix.8", 0.1, 1.0), ("matrix.32", 0.05, 1.0),
     ("matrix.sync_on_async", 0.1, 1.0), ("vector", 0.02, 1.0), ("special", 0.02, 1.0),
-    ("dram_latency_s", 2e-7, 3e-6), ("launch_floor_s", 5e-7, 2e-5),
+    ("dram_latency_s", 3e-7, 8e-7), ("launch_floor_s", 5e-7, 2e-5), ("warp_ipc", 0.02, 1.0),
+    ("program_overhead_s", 1e-8, 5e-6), ("dot_latency_s", 1e-8, 3e-6),
+    ("reduce_latency_s", 1e-9, 2e-6),
 )
 
 
@@ -66,14 +68,15 @@ def _relevant(rows: list[Row], name: str, eff: Efficiencies) -> bool:
 
 
 def fit(rows: list[Row], start: Efficiencies | None = None, spans: tuple = (4.0, 2.0, 1.4, 1.15, 1.05, 1.02),
-        steps: int = 9, passes: int = 3) -> Efficiencies:
+        steps: int = 9, passes: int = 3, fixed: tuple = ()) -> Efficiencies:
     """Efficiencies minimising the mean |log(predicted / measured)| over `rows`: coordinate descent,
     each parameter tried at `steps` values within a factor `span` of its current one, repeated
-    while it improves (at most `passes` times per span), the span narrowing."""
+    while it improves (at most `passes` times per span), the span narrowing. `fixed`: parameters
+    kept at their value in `start` (measured directly rather than fitted)."""
     eff = start or Efficiencies()
     if not rows:
         return eff
-    params = [(n, lo, hi) for n, lo, hi in PARAMETERS if _relevant(rows, n, eff)]
+    params = [(n, lo, hi) for n, lo, hi in PARAMETERS if n not in fixed and _relevant(rows, n, eff)]
     best = loss(rows, eff)
     for span in spans:
         for _ in range(passes):

@@ -108,6 +108,7 @@ def predict_launch(c: LaunchCounts, device: DeviceModel, eff: Efficiencies | Non
 def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies | None = None) -> Prediction:
     """A kernel's launches (one case) on one device: times add up, every check must pass; the
     launches share L2."""
+    eff = eff or _default_eff()
     resident: dict = {}
     parts = [predict_launch(c, device, eff, resident) for c in launches]
     if not parts:

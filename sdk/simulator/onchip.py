@@ -100,7 +100,8 @@ def device_props(device) -> dict:
 
 def target_profile(device) -> tuple:
     """What a launch wrapper can see of the target (fp8 types, device properties), hashable."""
-    return (triton_fp8(device), tuple(sorted(device_props(device).items())))
+    st = staging_for(device)
+    return (triton_fp8(device), tuple(sorted(device_props(device).items())), (st.path, st.default_stages))
 
 
 def stages_of(c: LaunchCounts, st: Staging) -> int:
@@ -166,11 +167,13 @@ def _copies(src: str, operand: int, stages: int, path: str, bits: int) -> int:
     """How many copies of one dot operand tile live in shared memory.
 
     Pipelined through `stages`: the asynchronous paths (TMA feeding wgmma or tcgen05) keep one
-    buffer per stage; cp.async feeding mma.sync keeps stages - 1 (the last stage reads registers)."""
+    buffer per stage; cp.async feeding mma.sync keeps stages - 1 (the last stage reads registers;
+    unpipelined, none)."""
     if path == "scratchpad":
         return max(stages, 1) if src == "loop_load" else (1 if src == "load" or operand == 1 else 1)
     if src == "loop_load":
-        return max(stages, 1) if path in ("wgmma", "tcgen05") else max(stages - 1, 1)
+        # unpipelined (num_stages 1) mma.sync operands go from global memory to registers
+        return max(stages, 1) if path in ("wgmma", "tcgen05") else max(stages - 1, 0)
     if src == "load":
         return 1
     # computed in registers: a 16-bit A operand feeds the matrix unit from registers; 32-bit (tf32)

@@ -21,26 +21,65 @@ class Captured(list):
     target_dependent: bool = False
 
 
-def capture_case(spec: KernelSpec, case, dtype: str, fp8: tuple[str, ...] | None = None,
-                 props: dict | None = None) -> Captured:
-    """The launches of one (case, dtype), analysed, as launched for a target with these fp8 types
-    and device properties (wrappers that pick native fp8 or an emulation, or size tiles and grids
-    by the device, pick as they would there)."""
+def capture_launches(spec: KernelSpec, case, dtype: str, fp8: tuple[str, ...] | None = None,
+                     props: dict | None = None, staging=None) -> tuple[list, bool]:
+    """The raw launches of one (case, dtype) as launched for a target with these fp8 types and
+    device properties (wrappers that pick native fp8 or an emulation, or size tiles and grids by
+    the device, pick as they would there; with `staging`, a configuration whose shared memory the
+    target cannot hold is refused, as its compiler refuses it, so that first-fit wrappers and
+    autotuners move on), and whether the outcome depended on the target."""
     gen = torch.Generator(device="cpu").manual_seed(case_seed(spec.name, case.name, dtype))
     inputs = spec.make_inputs(case, DTYPES[dtype], "cpu", gen)
-    cap = capture(fp8, props)
+    cap = capture(fp8, props, _shared_check(staging) if staging is not None else None)
     with cap:
         spec.run(inputs, case)
+    return list(cap.launches), cap.queried or cap.refused
+
+
+def _shared_check(staging):
+    from .onchip import shared_bytes
+    seen: dict = {}
+
+    def need(module, num_warps: int, num_stages: int) -> int:
+        key = (id(module), num_warps, num_stages)
+        if key not in seen:
+            counts = analyse(module, (1, 1, 1), [], samples=1, num_warps=num_warps, num_stages=num_stages)
+            seen[key] = shared_bytes(counts, staging)
+        return seen[key]
+    return need
+
+
+def analyse_launches(launches: list, queried: bool = False) -> Captured:
+    """Each raw launch analysed; what one launch stores is not read back by later ones (nothing
+    ran, so it holds no real data)."""
     out, written = Captured(), []
-    for launch in cap.launches:
+    for launch in launches:
         counts = analyse(launch.module, launch.grid, launch.args, unwritten=written,
                          num_warps=launch.num_warps, num_stages=launch.num_stages)
         out.append(counts)
-        # what this launch stores was never computed (nothing ran): later launches must not read it
         written += [(a.address, a.nbytes) for a in launch.args
                     if isinstance(a, DeviceArg) and counts.stored_by_arg.get(a.name)]
-    out.target_dependent = cap.queried or _uses_fp8(out)
+    out.target_dependent = queried or _uses_fp8(out)
     return out
+
+
+def lightweight(launches: list) -> list:
+    """Raw launches without the floating-point data of their tensors (an analysis reads only
+    integer scalars from memory), small enough to keep."""
+    import dataclasses
+    out = []
+    for launch in launches:
+        args = [dataclasses.replace(a, handle=a.handle if a.handle is not None and not a.handle.is_floating_point()
+                                    and a.handle.numel() <= 1 << 24 else None)
+                if isinstance(a, DeviceArg) else a for a in launch.args]
+        out.append(dataclasses.replace(launch, args=args))
+    return out
+
+
+def capture_case(spec: KernelSpec, case, dtype: str, fp8: tuple[str, ...] | None = None,
+                 props: dict | None = None, staging=None) -> Captured:
+    """The launches of one (case, dtype), analysed (see capture_launches)."""
+    return analyse_launches(*capture_launches(spec, case, dtype, fp8, props, staging))
 
 
 def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full: bool = False,
@@ -50,7 +89,7 @@ def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full
     slowest case's time, whether every case fits, and the verdict per dtype (`fits_by_dtype`), so
     that one dtype a device lacks does not hide the others that run."""
     from .model import load_efficiencies
-    from .onchip import target_profile
+    from .onchip import shared_bytes, staging_for, target_profile
     eff = efficiencies or load_efficiencies()
     cases_out: list[dict] = []
     by_device = {d.name: {"device": d.name, "kernels": {}} for d in devices}
@@ -67,11 +106,14 @@ def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full
                     progress(f"{spec.name}/{case.name}/{dtype}")
                 first = None  # the launches captured under the first (richest) profile
                 for i, profile in enumerate(order):
-                    if i > 0 and first is not None and not first.target_dependent:
+                    if i > 0 and first is not None and not first.target_dependent and all(
+                            shared_bytes(c, staging_for(d)) <= d.max_program_bytes
+                            for c in first for d in profiles[profile]):
                         launches = first
                     else:
                         try:
-                            launches = capture_case(spec, case, dtype, profile[0], dict(profile[1]))
+                            launches = capture_case(spec, case, dtype, profile[0], dict(profile[1]),
+                                                    staging_for(profiles[profile][0]))
                         except Exception as exc:  # a wrapper that cannot run without real data
                             last = (str(exc).strip().splitlines() or [""])[-1]
                             for d in profiles[profile]:

@@ -15,11 +15,16 @@ memory and registers one program needs):
 - memory: each argument's traffic, its re-reads served by L2 while what the concurrently running
   programs touch fits in it, bytes an earlier launch of the same call wrote and L2 still holds read
   from L2, split by access pattern (contiguous, strided, indirect) with an efficiency per pattern.
-- latency: rounds of dependent loads per program (a loop's loads issue together each iteration;
-  a pipelined loop keeps num_stages - 1 iterations in flight) times the DRAM latency, per wave.
+- a program's serial path: the longer of its rounds of dependent loads (a loop's loads issue
+  together each iteration; a pipelined loop keeps num_stages - 1 iterations in flight) times the
+  DRAM latency, and its compute chain: vector work at the issue rate of its own warps (a one-warp
+  program uses 32 lanes of a unit), the latency of each dot that waits on a value the program just
+  computed (a chain of small dots) and of each reduction or scan across its lanes; plus a fixed
+  cost per program; the programs a unit holds at once overlap, so per wave.
 - the launch floor: fixed cost per launch (launch, first wave ramp, last wave drain), learned on
   the calibration GPU and scaled by the device model's launch overhead against that GPU's.
-time = floor + max(memory, compute, latency).
+time = floor + max(memory, matrix + vector, serial); within a program the vector work between dots
+(attention's softmax) does not overlap them.
 """
 from __future__ import annotations
 
@@ -47,6 +52,10 @@ class Efficiencies:
     vector: float = 0.5
     special: float = 0.5
     dram_latency_s: float = 8e-7
+    warp_ipc: float = 0.5            # vector instructions a warp issues per clock on its serial path
+    program_overhead_s: float = 2e-7  # a program's start and end on a unit
+    dot_latency_s: float = 2e-7       # a dot waiting on a value the program just computed
+    reduce_latency_s: float = 1e-7    # a reduction or scan across the lanes of a program
     launch_floor_s: float = 3e-6     # per launch on the calibration device ...
     launch_reference_s: float = 5e-6  # ... whose device model gives this launch overhead
     source: str = "defaults"
@@ -54,6 +63,9 @@ class Efficiencies:
     def as_dict(self) -> dict:
         return {"dram": dict(self.dram), "matrix": dict(self.matrix), "vector": self.vector,
                 "special": self.special, "dram_latency_s": self.dram_latency_s,
+                "warp_ipc": self.warp_ipc, "program_overhead_s": self.program_overhead_s,
+                "dot_latency_s": self.dot_latency_s, "reduce_latency_s": self.reduce_latency_s,
+
                 "launch_floor_s": self.launch_floor_s, "launch_reference_s": self.launch_reference_s,
                 "source": self.source}
 
@@ -63,6 +75,11 @@ class Efficiencies:
         return cls(dram={**base.dram, **d.get("dram", {})}, matrix={**base.matrix, **d.get("matrix", {})},
                    vector=float(d.get("vector", base.vector)), special=float(d.get("special", base.special)),
                    dram_latency_s=float(d.get("dram_latency_s", base.dram_latency_s)),
+                   warp_ipc=float(d.get("warp_ipc", base.warp_ipc)),
+                   program_overhead_s=float(d.get("program_overhead_s", base.program_overhead_s)),
+                   dot_latency_s=float(d.get("dot_latency_s", base.dot_latency_s)),
+                   reduce_latency_s=float(d.get("reduce_latency_s", base.reduce_latency_s)),
+
                    launch_floor_s=float(d.get("launch_floor_s", base.launch_floor_s)),
                    launch_reference_s=float(d.get("launch_reference_s", base.launch_reference_s)),
                    source=str(d.get("source", "")))
@@ -185,13 +202,21 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     if l2_hit:
         t_mem += l2_hit / (bw * 3.0)  # L2 serves a few times DRAM bandwidth
 
-    # ---- latency -------------------------------------------------------------------------------
+    # ---- a program's serial path ----------------------------------------------------------------
     rounds = _latency_rounds(c, stages_of(c, st))
-    t_lat = waves * rounds * eff.dram_latency_s
+    vec_ops = sum(v for (unit, _, _), v in c.flops.items() if unit in ("vector", "special"))
+    lanes = warps * st.warp_size if st.gpu else device.vector.lanes_per_unit.value
+    t_issue = vec_ops / (max(lanes, 1) * device.clock_hz * eff.warp_ipc)
+    chained = sum(d.execs for d in c.dots.values() if "computed" in (d.a_src, d.b_src))
+    # loads in flight overlap the program's own compute chain: the longer of the two
+    chain = t_issue + chained * eff.dot_latency_s + getattr(c, "reductions", 0.0) * eff.reduce_latency_s
+    t_lat = waves * (max(rounds * eff.dram_latency_s, chain) + eff.program_overhead_s)
 
+    t_comp = t_mx + t_vec + t_sp
     terms = {"matrix": t_mx, "vector": t_vec + t_sp, "memory": t_mem, "latency": t_lat}
-    bound = max(terms, key=terms.get)
-    body = terms[bound]
+    body = max(t_comp, t_mem, t_lat)
+    bound = ("memory" if body == t_mem else "latency" if body == t_lat
+             else ("matrix" if t_mx >= t_vec + t_sp else "vector"))
     # the learned floor, scaled by the device's launch overhead against the calibration device's
     floor = eff.launch_floor_s * (device.launch_overhead_s / eff.launch_reference_s if eff.launch_reference_s else 1.0)
     if floor > body:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import hashlib
 import os
 from typing import Any
 
@@ -15,10 +14,11 @@ import numpy as np
 
 from sdk.arguments import host_arg
 from sdk.backend import Artifact, Backend, KernelInfo, LoweringTable, Options, Target
-from sdk.ttir import Module, TensorType, parse
+from sdk.ttir import Module, TensorType
 
 from .interp import Program
 from .ops import TABLE
+from . import tier as tiers
 
 
 class CpuInterpBackend(Backend):
@@ -29,7 +29,8 @@ class CpuInterpBackend(Backend):
 
     def __init__(self) -> None:
         super().__init__()
-        self._programs: dict[tuple[str, str | None], Program] = {}
+        self._programs: dict[tuple[str, str | None], tiers.TieredKernel] = {}
+        self._stats = tiers.Stats()
 
     def lowering_table(self) -> LoweringTable:
         return TABLE.copy()  # this instance's own: changing it never changes another backend's
@@ -37,35 +38,42 @@ class CpuInterpBackend(Backend):
     def parse_options(self, opts: dict) -> Options:
         """Every fp8 format Triton's frontend knows is converted here, fp8e4b15 included. The
         interpreter's checks ("uninit", "races") come from `checks`, or DAY0_CHECK_UNINIT /
-        DAY0_CHECK_RACES read now (compile time)."""
+        DAY0_CHECK_RACES read now (compile time); the tier options (tier.py) from the launch's
+        options or the environment."""
         options = super().parse_options(opts)
         if "checks" not in opts:
             env = tuple(c for c in CHECKS if os.environ.get(f"DAY0_CHECK_{c.upper()}", "") not in ("", "0"))
             options = dataclasses.replace(options, checks=env)
-        if "supported_fp8_dtypes" in opts:
-            return options
-        return dataclasses.replace(options, supported_fp8_dtypes=("fp8e5", "fp8e4nv", "fp8e4b15"))
+        if "supported_fp8_dtypes" not in opts:
+            options = dataclasses.replace(options, supported_fp8_dtypes=("fp8e5", "fp8e4nv", "fp8e4b15"))
+        return tiers.CpuOptions(**options.__dict__, **tiers.resolve(opts))
 
     def lower(self, module: Module, options: Options) -> Artifact:
-        Program(module, self.lowering)  # builds every op once: a bad attribute fails at compile time
-        return Artifact(module.text.encode(), {"shared": scratch_bytes(module)})
+        """The interpreter's program (built once: a bad attribute fails at compile time) and, with
+        the compiled tier selected, the native object (tier.py)."""
+        Program(module, self.lowering)
+        data, tier, why = tiers.lower(module, options)
+        return Artifact(data, {"shared": scratch_bytes(module), "day0_tier": tier, "day0_tier_detail": why})
 
-    def load(self, artifact: bytes, kernel: KernelInfo) -> Program:
-        """Parsed and compiled once per artifact (Triton may ask again for the same kernel)."""
+    def load(self, artifact: bytes, kernel: KernelInfo) -> tiers.TieredKernel:
+        """Parsed and loaded once per artifact (Triton may ask again for the same kernel); the
+        checks the options turned on go to the interpreter (the DAY0_CHECK_* variables still add
+        theirs per launch)."""
         checks = tuple(getattr(kernel.metadata, "checks", None) or ())
-        key = (hashlib.sha1(artifact).hexdigest(), kernel.source_file, checks)
-        prog = self._programs.get(key)
-        if prog is None:
-            module = parse(artifact)  # bytes: a corrupted artifact is a TTIRSyntaxError
-            module.relocate(kernel.source_file)
-            # checks the options turned on; the DAY0_CHECK_* variables still add theirs per launch
-            flags = {f"check_{c}": True for c in checks}
-            prog = self._programs[key] = Program(module, self.lowering, flags)
-        return prog
+        return tiers.load(artifact, kernel.source_file, self.lowering, self._programs, checks)
 
-    def launch(self, kernel: Program, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
+    def launch(self, kernel: tiers.TieredKernel, grid: tuple[int, int, int], args: list[Any],
+               stream: Any = None) -> None:
         extra = [host_arg(t, f"extra[{k}]") for k, t in enumerate(_EXTRA.get())]
-        kernel.run(grid, args, extra)
+        try:
+            kernel.run(grid, args, extra)
+        finally:
+            self._stats.add(kernel)
+
+    def take_launch_stats(self) -> list[dict]:
+        """Per kernel launched since the last call: the tier that ran it (compiled / interp), why,
+        and how many launches."""
+        return self._stats.take()
 
 
 #: the run-time checks the interpreter offers (Options.checks)

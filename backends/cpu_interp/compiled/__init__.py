@@ -1,0 +1,98 @@
+"""cpu_interp's compiled tier: a kernel's TTIR lowered to LLVM IR with llvmlite, optimised for this
+CPU, and run natively over the grid on every core.
+
+It is the worked example of a backend that compiles: `lower` turns the day0 IR into a binary
+(here a native object, cached), `load` maps it, `launch` runs it. The modules, in the order a
+vendor would read them:
+  types.py      TTIR element types -> LLVM types (compute, scratch, memory)
+  tensors.py    block tensors: lazy element-wise values fused into loop nests, scratch buffers
+  core.py       the function emitter: arena, loop nests, faults, the grid loop
+  table.py      the emitter table (a LoweringTable), filled by the op families:
+  ops_arith.py  ops_math.py (mathlib.py)  ops_memory.py  ops_tensor.py  control.py
+  numerics.py   f16 / bf16 / fp8 rounding and conversions, bit for bit the interpreter's
+  jit.py        optimise, emit the object, cache it (memory and disk), load it with MCJIT
+  launch.py     run the kernel over the grid on a thread pool; faults as the interpreter words them
+
+A kernel that needs something the tier does not lower runs on the interpreter instead, and says
+why (`refusal`); so does a launch with the interpreter's extra checks on (DAY0_CHECK_UNINIT,
+DAY0_CHECK_RACES), which only the interpreter implements.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from sdk.ttir import Module
+
+TIERS = ("interp", "compiled", "auto")
+
+
+@dataclass
+class Built:
+    """A compiled kernel: the object, what the launcher needs (`meta`), or why there is none."""
+
+    data: bytes | None
+    meta: dict
+    refusal: str = ""
+    cached: bool = False
+
+
+def refusal(module: Module, bounds_check: bool = True) -> str:
+    """Why the compiled tier does not lower `module` ("" when it does, as far as a walk tells)."""
+    from .table import TABLE
+    from . import control, ops_arith, ops_math, ops_memory, ops_tensor  # noqa: F401  (register rules)
+    missing = sorted({f"{m.name} ({m.signature})" if m.signature else m.name for m in TABLE.missing(module)})
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        return f"not lowered by the compiled tier: {', '.join(missing[:3])}{more}"
+    if len(module.funcs) != 1:
+        return "calls a function kept out of line (noinline), which the compiled tier does not lower"
+    for op in module.walk():
+        if op.name == "scf.while" and any(o.name in ("tt.atomic_cas", "tt.atomic_rmw") or
+                                          (o.name == "tt.load" and o.attrs.get("isVolatile"))
+                                          for r in op.regions for b in r.blocks for x in b.ops for o in x.walk()):
+            return ("spins on other programs (a while loop over atomics or volatile loads): programs must "
+                    "interleave, which the interpreter's cooperative scheduler provides")
+    return ""
+
+
+def build(module: Module, bounds_check: bool = True) -> Built:
+    """Compile `module` (or take it from the cache)."""
+    from backends.cpu_interp.provenance import mark_pointer_origins
+    from . import jit
+    from .types import Unsupported
+    why = refusal(module, bounds_check)
+    if why:
+        return Built(None, {}, why)
+    key = jit.cache_key(module.text, {"bounds_check": bounds_check})
+    hit = jit.cached(key)
+    if hit is not None:
+        return Built(hit[0], hit[1], cached=True)
+    from .core import KernelCompiler
+    from .types import elem_of
+    mark_pointer_origins(module)
+    t0 = time.perf_counter()
+    kc = KernelCompiler(module, bounds_check)
+    try:
+        text = kc.build()
+        params = [elem_of(a.type).name for a in module.entry.args]
+    except Unsupported as exc:
+        return Built(None, {}, f"not lowered by the compiled tier: {exc}")
+    t1 = time.perf_counter()
+    data = jit.compile_ir(text)
+    meta = {"params": params, "arena": kc.arena, "emit_s": round(t1 - t0, 4),
+            "llvm_s": round(time.perf_counter() - t1, 4)}
+    jit.store(key, data, meta)
+    return Built(data, meta)
+
+
+def runtime_refusal() -> str:
+    """Why a compiled kernel's launch must run on the interpreter now ("" when it need not)."""
+    on = [n for n in ("DAY0_CHECK_UNINIT", "DAY0_CHECK_RACES") if os.environ.get(n, "") not in ("", "0")]
+    if on:
+        return f"{' and '.join(on)} set: those checks run on the interpreter"
+    return ""
+
+
+__all__ = ["TIERS", "Built", "build", "refusal", "runtime_refusal"]

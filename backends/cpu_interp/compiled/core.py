@@ -1,0 +1,362 @@
+"""The function emitter: one TTIR kernel -> two LLVM functions.
+
+    i32 day0_body(args, ranges, scratch, fault, pid_x, pid_y, pid_z, grid_x, grid_y, grid_z)
+        one program: its scalar arguments read from `args` (an i64 per kernel parameter), block
+        tensors in `scratch` (this worker's arena; every buffer has a fixed offset), bounds checked
+        against `ranges` ([first byte, last valid start] per parameter); returns 0, or 1 after
+        filling `fault` (kind, op index, three words of detail)
+    i32 day0_kernel(args, ranges, scratch, fault, first, last, grid_x, grid_y, grid_z)
+        programs first .. last-1 (linear ids, x fastest) one after another; the program that
+        faulted is written to fault[2..4]
+
+Ops are emitted in program order by the rules of `table.TABLE` (rule(fx, op, *operand values)
+-> result values). A scalar is an LLVM value; a block tensor is a `tensors.TV`, lazy where it can
+be (see tensors.py). A lazy value worth keeping is materialised where it is defined: one that
+costs a few operations per element and has several uses, or is used inside a nested region (a
+loop body would recompute it every iteration).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+
+from sdk.ttir import Block, Func, Module, Op, Region, TensorType
+
+from .tensors import TV, Buf, Splat, ZERO, const_i64
+from .types import I1, I8, I32, I64, PTR, Unsupported, elem_of, numel, shape_of
+
+TERMINATORS = frozenset({"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition",
+                         "cf.br", "cf.cond_br", "tt.map_elementwise.return"})
+ONE32 = ir.Constant(I32, 1)
+ZERO32 = ir.Constant(I32, 0)
+ALIGN = 64
+
+#: fault kinds (fault[0]); the launcher turns each into the interpreter's message
+FAULT_OOB, FAULT_ASSERT, FAULT_STEP = 1, 2, 3
+#: materialise a lazy value with several uses (or used in a nested region) from this cost on
+KEEP_COST = 3
+
+
+class FunctionEmitter:
+    """Emits one function's body; `kc` (the KernelCompiler) owns the module and the arena."""
+
+    def __init__(self, kc, func: Func, fn: ir.Function, params: list[ir.Value]):
+        self.kc, self.func, self.fn = kc, func, fn
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self.args_ptr, self.ranges, self.scratch, self.fault_ptr = params[:4]
+        self.pid = list(params[4:7])
+        self.grid = list(params[7:10])
+        self.vals: dict[int, Any] = {}
+        self.scopes: list[dict] = [{}]
+        self.uses, self.nested = _use_counts(func)
+        self.defs = {id(r): op for op in func.walk() for r in op.results}
+        self.bounds_check = kc.bounds_check
+        self._range_cache: dict[int, tuple[ir.Value, ir.Value]] = {}
+
+    # ------------------------------------------------------------------------------ values
+    def get(self, v) -> Any:
+        try:
+            return self.vals[id(v)]
+        except KeyError:
+            raise Unsupported(f"value {v.name} used before it is defined") from None
+
+    def bind(self, v, val: Any) -> None:
+        if isinstance(val, TV):
+            if tuple(val.shape) != shape_of(v.type):
+                raise Unsupported(f"internal shape mismatch for {v.name}: {val.shape} vs {shape_of(v.type)}")
+            if not isinstance(val, (Buf, Splat)) and val.cost >= KEEP_COST and \
+                    (self.uses.get(id(v), 0) > 1 or self.nested.get(id(v))):
+                val = self.materialize(val)
+        self.vals[id(v)] = val
+
+    # ------------------------------------------------------------------------ memo scopes
+    @staticmethod
+    def index_key(idx) -> tuple:
+        return tuple(("c", i.constant) if isinstance(i, ir.Constant) else id(i) for i in idx)
+
+    def memo_get(self, key):
+        for scope in reversed(self.scopes):
+            hit = scope.get(key)
+            if hit is not None:
+                return hit[0]
+        return None
+
+    def memo_put(self, key, value) -> None:
+        self.scopes[-1][key] = (value, key)
+
+    # ------------------------------------------------------------------------------- arena
+    def alloc(self, shape, elem) -> Buf:
+        """A scratch buffer of `shape` elements of `elem` (a fixed arena offset)."""
+        nbytes = max(1, numel(shape)) * _size(elem.buf)
+        off = self.kc.reserve(nbytes)
+        ptr = self.b.gep(self.scratch, [const_i64(off)], source_etype=I8)
+        return Buf(ptr, shape, elem)
+
+    def materialize(self, t: TV, into: Buf | None = None) -> Buf:
+        """`t` in a row-major buffer (itself when it is one already, unless `into` is given)."""
+        if isinstance(t, Buf) and into is None:
+            return t
+        if into is t:
+            return t
+        out = into or self.alloc(t.shape, t.elem)
+
+        def body(idx, accs):
+            out.put(self, idx, t.at(self, idx))
+            return accs
+        self.for_each(t.shape, body)
+        return out
+
+    # ------------------------------------------------------------------------------- loops
+    def loop(self, n: int, body, accs=()) -> list:
+        """`for i in range(n)` (n >= 1, static) around body(i, accs) -> new accs; returns the
+        final accs. Each iteration is a memo scope of its own."""
+        b = self.b
+        if n == 1:
+            self.scopes.append({})
+            try:
+                return list(body(ZERO, list(accs)))
+            finally:
+                self.scopes.pop()
+        pre = b.block
+        head = self.fn.append_basic_block("loop")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64, "i")
+        i.add_incoming(ZERO, pre)
+        phis = []
+        for a in accs:
+            p = b.phi(a.type)
+            p.add_incoming(a, pre)
+            phis.append(p)
+        self.scopes.append({})
+        try:
+            new = list(body(i, list(phis)))
+        finally:
+            self.scopes.pop()
+        nxt = b.add(i, ir.Constant(I64, 1))
+        latch = b.block
+        i.add_incoming(nxt, latch)
+        for p, a in zip(phis, new):
+            p.add_incoming(a, latch)
+        done = self.fn.append_basic_block("endloop")
+        b.cbranch(b.icmp_unsigned("<", nxt, const_i64(n)), head, done)
+        b.position_at_end(done)
+        return new
+
+    def for_each(self, shape, body, accs=()) -> list:
+        """A loop nest over `shape` (row-major, the last dimension innermost): body(idx, accs)."""
+        shape = tuple(int(d) for d in shape)
+
+        def rec(d, idx, accs):
+            if d == len(shape):
+                return body(idx, accs)
+            if shape[d] == 1:
+                return rec(d + 1, idx + [ZERO], accs)
+            return self.loop(shape[d], lambda i, a: rec(d + 1, idx + [i], a), accs)
+        if not shape:
+            self.scopes.append({})
+            try:
+                return list(body([], list(accs)))
+            finally:
+                self.scopes.pop()
+        return rec(0, [], list(accs))
+
+    def branch_new(self, name: str) -> ir.Block:
+        return self.fn.append_basic_block(name)
+
+    # ------------------------------------------------------------------------------ faults
+    def fail_if(self, cond: ir.Value, kind: int, op: Op, detail=None) -> None:
+        """If `cond`: fill the fault record (kind, op index, detail words) and return 1.
+        `detail` is called in the failing block and returns up to three i64 values."""
+        b = self.b
+        bad = self.fn.append_basic_block("fault")
+        ok = self.fn.append_basic_block("ok")
+        b.cbranch(cond, bad, ok)
+        b.position_at_end(bad)
+        words = [const_i64(kind), const_i64(self.kc.op_index(op))]
+        if detail is not None:
+            words += list(detail())
+        for k, w in enumerate(words):
+            b.store(w, b.gep(self.fault_ptr, [const_i64(k)], source_etype=I64))
+        b.ret(ONE32)
+        b.position_at_end(ok)
+
+    def arg_range(self, k: int) -> tuple[ir.Value, ir.Value]:
+        """(first byte, last byte an access of width 1 may start at + 1) of entry parameter k,
+        loaded once at function entry."""
+        hit = self._range_cache.get(k)
+        if hit is None:
+            b = self.b
+            with b.goto_entry_block():  # before the entry block's branch into the body
+                lo = b.load(b.gep(self.ranges, [const_i64(2 * k)], source_etype=I64), typ=I64)
+                hi = b.load(b.gep(self.ranges, [const_i64(2 * k + 1)], source_etype=I64), typ=I64)
+            hit = self._range_cache[k] = (lo, hi)
+        return hit
+
+    # ------------------------------------------------------------------------------ blocks
+    def emit_block(self, block: Block, args: list) -> tuple[Op | None, list]:
+        """Bind `block`'s arguments, emit its ops; return its terminator and the terminator's
+        operand values (nothing of the terminator itself is emitted)."""
+        for a, v in zip(block.args, args):
+            self.vals[id(a)] = v
+        for op in block.ops:
+            if op.name in TERMINATORS:
+                return op, [self.get(v) for v in op.operands]
+            self.emit_op(op)
+        return None, []
+
+    def emit_region(self, region: Region, args: list) -> tuple[Op | None, list]:
+        if len(region.blocks) != 1:
+            raise Unsupported("a region of several blocks inside a structured op")
+        return self.emit_block(region.blocks[0], args)
+
+    def emit_op(self, op: Op) -> None:
+        from .table import TABLE
+        rule = TABLE.get(op.name)
+        if rule is None or not TABLE.supports(op):
+            raise Unsupported(f"{op.name} ({op.type_signature()})")
+        out = rule(self, op, *[self.get(v) for v in op.operands])
+        if not op.results:
+            return
+        if len(op.results) == 1:
+            outs = [out[0]] if isinstance(out, (list, tuple)) else [out]
+        else:
+            outs = list(out)
+        for r, v in zip(op.results, outs):
+            self.bind(r, v)
+
+
+def _size(t: ir.Type) -> int:
+    if isinstance(t, ir.IntType):
+        return max(1, t.width // 8)
+    if isinstance(t, ir.FloatType):
+        return 4
+    if isinstance(t, ir.DoubleType):
+        return 8
+    if isinstance(t, ir.HalfType):
+        return 2
+    if isinstance(t, ir.PointerType):
+        return 8
+    raise Unsupported(f"a buffer of {t}")
+
+
+def _use_counts(func: Func) -> tuple[dict[int, int], dict[int, bool]]:
+    """Uses of every value, and whether a value is used in a region nested deeper than where it
+    is defined (a loop body, a branch)."""
+    uses: dict[int, int] = {}
+    depth_of: dict[int, int] = {}
+    nested: dict[int, bool] = {}
+
+    def walk_region(region: Region, depth: int) -> None:
+        for block in region.blocks:
+            for a in block.args:
+                depth_of[id(a)] = depth
+            for op in block.ops:
+                for v in op.operands:
+                    uses[id(v)] = uses.get(id(v), 0) + 1
+                    if depth > depth_of.get(id(v), depth):
+                        nested[id(v)] = True
+                for r in op.regions:
+                    walk_region(r, depth + 1)
+                for r in op.results:
+                    depth_of[id(r)] = depth
+
+    for a in func.args:
+        depth_of[id(a)] = 0
+    walk_region(func.body, 0)
+    return uses, nested
+
+
+class KernelCompiler:
+    """One TTIR module -> an LLVM module with `day0_body` and `day0_kernel` (see the module doc)."""
+
+    def __init__(self, module: Module, bounds_check: bool = True):
+        self.module = module
+        self.bounds_check = bounds_check
+        self.ir = ir.Module(name="day0_kernel")
+        self.arena = 0
+        self._op_index = {id(op): k for k, op in enumerate(module.walk())}
+        self.declared: dict[str, ir.Function] = {}
+
+    def op_index(self, op: Op) -> int:
+        return self._op_index[id(op)]
+
+    def reserve(self, nbytes: int) -> int:
+        off = self.arena
+        self.arena = off + (nbytes + ALIGN - 1) // ALIGN * ALIGN
+        return off
+
+    def intrinsic(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        """A declared function (an LLVM intrinsic or a C math library symbol)."""
+        fn = self.declared.get(name)
+        if fn is None:
+            fn = self.declared[name] = ir.Function(self.ir, ir.FunctionType(ret, args), name=name)
+        return fn
+
+    def build(self) -> str:
+        if len(self.module.funcs) != 1:
+            raise Unsupported("calls to functions kept out of line (noinline)")
+        func = self.module.entry
+        body_ty = ir.FunctionType(I32, [PTR, PTR, PTR, PTR, I32, I32, I32, I32, I32, I32])
+        body = ir.Function(self.ir, body_ty, name="day0_body")
+        body.linkage = "internal"
+        body.args[2].add_attribute("noalias")
+        fx = FunctionEmitter(self, func, body, list(body.args))
+        params = [self._param(fx, k, a) for k, a in enumerate(func.args)]
+        first = fx.fn.append_basic_block("body")
+        fx.b.branch(first)
+        fx.b.position_at_end(first)
+        from .control import emit_function_body
+        emit_function_body(fx, func, params)
+        self._grid_function(body)
+        return str(self.ir)
+
+    @staticmethod
+    def _param(fx: FunctionEmitter, k: int, a) -> ir.Value:
+        if isinstance(a.type, TensorType):
+            raise Unsupported(f"a tensor parameter ({a.type})")
+        e = elem_of(a.type)
+        b = fx.b
+        raw = b.load(b.gep(fx.args_ptr, [const_i64(k)], source_etype=I64), typ=I64)
+        if e.is_ptr:
+            return b.inttoptr(raw, PTR)
+        if e.name == "f64":
+            return b.bitcast(raw, e.reg)
+        if e.is_float:  # f32 and the narrow types arrive as float32 bits of their value
+            return b.bitcast(b.trunc(raw, I32), e.reg)
+        return raw if e.reg.width == 64 else b.trunc(raw, e.reg)
+
+    def _grid_function(self, body: ir.Function) -> None:
+        ty = ir.FunctionType(I32, [PTR, PTR, PTR, PTR, I64, I64, I32, I32, I32])
+        fn = ir.Function(self.ir, ty, name="day0_kernel")
+        args, ranges, scratch, fault, first, last, gx, gy, gz = fn.args
+        scratch.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        head = fn.append_basic_block("program")
+        done = fn.append_basic_block("done")
+        bad = fn.append_basic_block("faulted")
+        entry = b.block
+        b.cbranch(b.icmp_signed("<", first, last), head, done)
+        b.position_at_end(head)
+        lin = b.phi(I64)
+        lin.add_incoming(first, entry)
+        gx64, gy64 = b.zext(gx, I64), b.zext(gy, I64)
+        px = b.urem(lin, gx64)
+        rest = b.udiv(lin, gx64)
+        py = b.urem(rest, gy64)
+        pz = b.udiv(rest, gy64)
+        pids = [b.trunc(p, I32) for p in (px, py, pz)]
+        rc = b.call(body, [args, ranges, scratch, fault, *pids, gx, gy, gz])
+        step = fn.append_basic_block("next")
+        b.cbranch(b.icmp_unsigned("!=", rc, ZERO32), bad, step)
+        b.position_at_end(step)
+        nxt = b.add(lin, ir.Constant(I64, 1))
+        lin.add_incoming(nxt, step)
+        b.cbranch(b.icmp_signed("<", nxt, last), head, done)
+        b.position_at_end(bad)
+        for k, p in enumerate((px, py, pz)):
+            b.store(p, b.gep(fault, [const_i64(2 + k + 3)], source_etype=I64))
+        b.ret(rc)
+        b.position_at_end(done)
+        b.ret(ZERO32)

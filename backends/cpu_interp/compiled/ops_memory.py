@@ -1,0 +1,313 @@
+"""Pointers and memory as LLVM IR: addptr, loads and stores (masked, bounds-checked), atomics.
+
+A load or store of a block is one loop nest: per element its address and mask (lazy values,
+fused into the loop), a bounds check, then the access where the lane is live. The check, on by
+default, is the interpreter's (memory.py): every live lane must lie inside a tensor argument its
+pointer derives from (provenance.py); the loop accumulates whether one did not, the lowest and
+highest live address and the lowest stray one, and after the loop a failing program returns a
+fault record from which the launcher writes the interpreter's message (tensor, element range,
+program, source line). A lane that fails the check is never accessed.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .core import FAULT_OOB
+from .numerics import from_mem, to_mem
+from .ops_arith import apply, elementwise, iconst, res
+from .table import TABLE
+from .tensors import TV, Buf, Splat
+from .types import I1, I8, I64, PTR, Unsupported, elem_of, pointee, shape_of
+
+I64_MAX = ir.Constant(I64, (1 << 63) - 1)
+I64_MIN = ir.Constant(I64, -(1 << 63))
+
+
+# ----------------------------------------------------------------------------- pointers
+@TABLE.rule("tt.addptr")
+def _addptr(fx, op, p, off):
+    e = pointee(op.result.type)
+
+    def emit(fx, p_, o_):
+        o64 = o_ if o_.type == I64 else fx.b.sext(o_, I64)
+        return fx.b.gep(p_, [o64], source_etype=e.mem)
+    return apply(fx, op, emit, [p, off])
+
+
+@elementwise("tt.int_to_ptr")
+def _int_to_ptr(fx, op, x):
+    return fx.b.inttoptr(x, PTR)
+
+
+@elementwise("tt.ptr_to_int")
+def _ptr_to_int(fx, op, x):
+    return fx.b.ptrtoint(x, res(op).reg)
+
+
+# ------------------------------------------------------------------------------ checks
+def origins(fx, op) -> list[int]:
+    """Entry parameters an access's pointer may derive from; raw pointers are refused when bounds
+    are checked (the interpreter checks those against the process's memory map)."""
+    d = op.__dict__
+    ks = sorted(d.get("origin_args") or ())
+    if fx.bounds_check and (d.get("raw_ptr") or not ks):
+        raise Unsupported(f"{op.name} through a raw pointer (made from an integer or loaded from memory) "
+                          f"with bounds checks on")
+    return ks
+
+
+class Check:
+    """Per-element bounds check of one access: `ok(addr)`, and the accumulators the loop carries
+    (any stray lane, lowest / highest live address, lowest stray address)."""
+
+    def __init__(self, fx, op, width: int):
+        self.fx, self.op, self.width = fx, op, width
+        self.on = fx.bounds_check
+        self.ks = origins(fx, op)
+
+    def init(self) -> list:
+        return [ir.Constant(I1, 0), I64_MAX, I64_MIN, I64_MAX] if self.on else []
+
+    def lane(self, p: ir.Value, live: ir.Value | None, accs: list) -> tuple[ir.Value | None, list]:
+        """(the lane's access condition: live and in bounds, new accumulators)."""
+        if not self.on:
+            return live, accs
+        b = self.fx.b
+        a = b.ptrtoint(p, I64)
+        ok = None
+        for k in self.ks:
+            lo, hi = self.fx.arg_range(k)
+            lim = b.sub(b.sub(hi, lo), ir.Constant(I64, self.width))
+            inside = b.and_(b.icmp_unsigned("<=", b.sub(a, lo), lim), b.icmp_signed(">=", lim, ir.Constant(I64, 0)))
+            ok = inside if ok is None else b.or_(ok, inside)
+        stray = b.xor(ok, ir.Constant(I1, 1))
+        if live is not None:
+            stray = b.and_(stray, live)
+        bad, lo_a, hi_a, bad_a = accs
+        bad = b.or_(bad, stray)
+        lo_a = _smin(b, lo_a, a if live is None else b.select(live, a, I64_MAX))
+        hi_a = _smax(b, hi_a, a if live is None else b.select(live, a, I64_MIN))
+        bad_a = _smin(b, bad_a, b.select(stray, a, I64_MAX))
+        go = ok if live is None else b.and_(live, ok)
+        return go, [bad, lo_a, hi_a, bad_a]
+
+    def finish(self, accs: list) -> None:
+        if self.on:
+            bad, lo_a, hi_a, bad_a = accs
+            self.fx.fail_if(bad, FAULT_OOB, self.op, lambda: [lo_a, hi_a, bad_a])
+
+
+def _smin(b, x, y):
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _smax(b, x, y):
+    return b.select(b.icmp_signed(">", x, y), x, y)
+
+
+def _as_tv(v, shape, e):
+    return v if isinstance(v, TV) else Splat(v, shape, e)
+
+
+def _conditional(fx, cond: ir.Value | None, emit, fallback_type: ir.Type):
+    """emit() where `cond` holds (a diamond LLVM's vectoriser turns into masked accesses);
+    returns (value or None, whether it ran)."""
+    b = fx.b
+    if cond is None:
+        return emit()
+    pre = b.block
+    then = fx.branch_new("access")
+    join = fx.branch_new("joined")
+    b.cbranch(cond, then, join)
+    b.position_at_end(then)
+    v = emit()
+    then_end = b.block
+    b.branch(join)
+    b.position_at_end(join)
+    if v is None:
+        return None
+    phi = b.phi(v.type)
+    phi.add_incoming(v, then_end)
+    phi.add_incoming(ir.Constant(v.type, None), pre)
+    return phi
+
+
+# ------------------------------------------------------------------------------- loads
+@TABLE.rule("tt.load")
+def _load(fx, op, ptr, mask=None, other=None):
+    e = pointee(op.operands[0].type)
+    t = op.result.type
+    shape = shape_of(t)
+    check = Check(fx, op, e.width)
+    out = fx.alloc(shape, e) if shape else None
+    ptr_tv = _as_tv(ptr, shape, e)
+    mask_tv = None if mask is None else _as_tv(mask, shape, elem_of(op.operands[1].type))
+    other_tv = None if other is None else _as_tv(other, shape, e)
+    scalar_result = []
+
+    def body(idx, accs):
+        b = fx.b
+        p = ptr_tv.at(fx, idx)
+        live = None if mask_tv is None else mask_tv.at(fx, idx)
+        fill = other_tv.at(fx, idx) if other_tv is not None else ir.Constant(e.reg, None)
+        go, accs = check.lane(p, live, accs)
+
+        raw = _conditional(fx, go, lambda: b.load(p, typ=e.mem), e.mem)
+        v = from_mem(fx, raw, e)
+        if go is not None:
+            v = b.select(go, v, fill)
+        if out is not None:
+            out.put(fx, idx, v)
+        else:
+            scalar_result.append(v)
+        return accs
+
+    accs = fx.for_each(shape, body, check.init())
+    check.finish(accs)
+    return out if out is not None else scalar_result[0]
+
+
+# ------------------------------------------------------------------------------ stores
+@TABLE.rule("tt.store")
+def _store(fx, op, ptr, val, mask=None):
+    e = pointee(op.operands[0].type)
+    shape = shape_of(op.operands[0].type)
+    check = Check(fx, op, e.width)
+    ptr_tv = _as_tv(ptr, shape, e)
+    val_tv = _as_tv(val, shape, e)
+    mask_tv = None if mask is None else _as_tv(mask, shape, elem_of(op.operands[2].type))
+
+    def body(idx, accs):
+        p = ptr_tv.at(fx, idx)
+        live = None if mask_tv is None else mask_tv.at(fx, idx)
+        v = val_tv.at(fx, idx)
+        go, accs = check.lane(p, live, accs)
+
+        def access():
+            fx.b.store(to_mem(fx, v, e), p)
+        _conditional(fx, go, access, e.mem)
+        return accs
+
+    accs = fx.for_each(shape, body, check.init())
+    check.finish(accs)
+
+
+# ----------------------------------------------------------------------------- atomics
+_ORDER = {"relaxed": "monotonic", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel",
+          "seq_cst": "seq_cst", "1": "monotonic", "2": "acquire", "3": "release", "4": "acq_rel"}
+_NATIVE_INT = {"add": "add", "max": "max", "min": "min", "umax": "umax", "umin": "umin", "and": "and",
+               "or": "or", "xor": "xor", "exch": "xchg", "xchg": "xchg"}
+
+
+def _ordering(op) -> str:
+    return _ORDER.get(str(op.attrs.get("sem", "acq_rel")).lower(), "acq_rel")
+
+
+def _int_of(e) -> ir.IntType:
+    return ir.IntType(e.width * 8)
+
+
+def _combine(fx, kind: str, cur, val, e):
+    """The new value of an atomic from the current one (compute values of `e`)."""
+    b = fx.b
+    if kind in ("add", "fadd"):
+        from .numerics import finish
+        return finish(fx, b.fadd(cur, val), e.name) if e.is_float else b.add(cur, val)
+    if kind == "exch" or kind == "xchg":
+        return val
+    if kind in ("max", "min", "umax", "umin"):
+        if e.is_float:
+            from .numerics import call
+            return call(fx, "llvm.maximum" if kind == "max" else "llvm.minimum", cur, val)
+        rel = {"max": ">", "min": "<", "umax": ">", "umin": "<"}[kind]
+        cmp = b.icmp_unsigned(rel, val, cur) if kind[0] == "u" else b.icmp_signed(rel, val, cur)
+        return b.select(cmp, val, cur)
+    if kind in ("and", "or", "xor"):
+        return {"and": b.and_, "or": b.or_, "xor": b.xor}[kind](cur, val)
+    raise Unsupported(f"atomic kind {kind}")
+
+
+def _atomic_element(fx, op, kind: str, p, val, cmp, e, ordering: str) -> ir.Value:
+    """One element's atomic; returns the old value (compute value)."""
+    b = fx.b
+    if kind != "cas" and e.is_int and e.name != "i1" and kind in _NATIVE_INT:
+        return b.atomic_rmw(_NATIVE_INT[kind], p, val, ordering)
+    if kind in ("add", "fadd") and e.name in ("f32", "f64"):
+        return b.atomic_rmw("fadd", p, val, ordering)
+    # compare-and-swap on the bits, with the interpreter's combine and rounding
+    it = _int_of(e)
+    if kind == "cas":
+        want = b.bitcast(to_mem(fx, cmp, e), it) if e.mem != it else to_mem(fx, cmp, e)
+        new = b.bitcast(to_mem(fx, val, e), it) if e.mem != it else to_mem(fx, val, e)
+        pair = b.cmpxchg(p, want, new, ordering, "monotonic")
+        old = b.extract_value(pair, 0)
+        return from_mem(fx, b.bitcast(old, e.mem) if e.mem != it else old, e)
+    start = b.load_atomic(p, "monotonic", e.width, typ=it)
+    pre = b.block
+    head = fx.branch_new("cas_retry")
+    done = fx.branch_new("cas_done")
+    b.branch(head)
+    b.position_at_end(head)
+    cur_bits = b.phi(it)
+    cur_bits.add_incoming(start, pre)
+    cur = from_mem(fx, b.bitcast(cur_bits, e.mem) if e.mem != it else cur_bits, e)
+    new = to_mem(fx, _combine(fx, kind, cur, val, e), e)
+    new_bits = b.bitcast(new, it) if e.mem != it else new
+    pair = b.cmpxchg(p, cur_bits, new_bits, ordering, "monotonic")
+    seen, ok = b.extract_value(pair, 0), b.extract_value(pair, 1)
+    cur_bits.add_incoming(seen, b.block)
+    b.cbranch(ok, done, head)
+    b.position_at_end(done)
+    return cur
+
+
+def _atomic(fx, op, kind: str, ptr, val, mask, cmp=None):
+    e = pointee(op.operands[0].type)
+    if e.is_ptr or e.name == "i1":
+        raise Unsupported(f"{op.name} on {e.name}")
+    shape = shape_of(op.results[0].type)
+    check = Check(fx, op, e.width)
+    ordering = _ordering(op)
+    out = fx.alloc(shape, e) if shape else None
+    ptr_tv = _as_tv(ptr, shape, e)
+    val_tv = _as_tv(val, shape, e)
+    cmp_tv = None if cmp is None else _as_tv(cmp, shape, e)
+    mask_tv = None if mask is None else _as_tv(mask, shape, elem_of(op.operands[2].type))
+    scalar = []
+
+    def body(idx, accs):
+        b = fx.b
+        p = ptr_tv.at(fx, idx)
+        live = None if mask_tv is None else mask_tv.at(fx, idx)
+        v = val_tv.at(fx, idx)
+        c = None if cmp_tv is None else cmp_tv.at(fx, idx)
+        go, accs = check.lane(p, live, accs)
+        old = _conditional(fx, go, lambda: _atomic_element(fx, op, kind, p, v, c, e, ordering), e.reg)
+        if go is not None:
+            old = b.select(go, old, ir.Constant(e.reg, None))
+        if out is not None:
+            out.put(fx, idx, old)
+        else:
+            scalar.append(old)
+        return accs
+
+    accs = fx.for_each(shape, body, check.init())
+    check.finish(accs)
+    return out if out is not None else scalar[0]
+
+
+_RMW = {"add": "add", "fadd": "fadd", "max": "max", "min": "min", "umax": "umax", "umin": "umin",
+        "and": "and", "or": "or", "xor": "xor", "exch": "exch", "xchg": "exch"}
+
+
+@TABLE.rule("tt.atomic_rmw")
+def _atomic_rmw(fx, op, ptr, val, mask=None):
+    kind = str(op.attrs.get("atomic_rmw_op") or op.attrs.get("keywords", ["add"])[0]).lower()
+    if kind not in _RMW:
+        raise Unsupported(f"tt.atomic_rmw {kind}")
+    return _atomic(fx, op, _RMW[kind], ptr, val, mask)
+
+
+@TABLE.rule("tt.atomic_cas")
+def _atomic_cas(fx, op, ptr, cmp, val):
+    return _atomic(fx, op, "cas", ptr, val, None, cmp)

@@ -1,0 +1,413 @@
+"""Constants, program ids, shape ops (lazy views), reductions, scans, dot, gather, histogram,
+assert, and the ops with no effect here (barriers, hints).
+
+Reductions and scans run their combine region on scalars inside a loop nest: along the last axis
+one output element at a time (a sum of floats may be reassociated, so LLVM vectorises it; the
+interpreter's pairwise order differs from it by rounding only), along another axis with the
+output dimensions innermost (vectorised across them, in sequential order). `tt.dot` accumulates
+in float32 (float64, int32) over a k loop whose innermost j loop LLVM vectorises into fused
+multiply-adds.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from sdk.ttir import DenseAttr, TensorType
+
+from .core import FAULT_ASSERT
+from .numerics import call, finish
+from .ops_arith import constant_scalar, iconst
+from .table import TABLE
+from .tensors import (TV, Broadcast, Buf, Cat, ExpandDims, Join, Range, Reshape, Split, Splat, Trans, ZERO,
+                      const_i64)
+from .types import F32, F64, I1, I32, I64, Unsupported, elem, elem_of, numel, shape_of
+
+rule = TABLE.rule
+
+
+def as_tv(v, t) -> TV:
+    return v if isinstance(v, TV) else Splat(v, shape_of(t), elem_of(t))
+
+
+# -------------------------------------------------------------------------------- constants
+@rule("arith.constant")
+def _constant(fx, op):
+    v, t = op.attrs["value"], op.result.type
+    e = elem_of(t)
+    if not isinstance(t, TensorType):
+        return constant_scalar(v.values if isinstance(v, DenseAttr) else v, e)
+    if isinstance(v, DenseAttr) and not v.splat:
+        flat = np.broadcast_to(np.array(v.values, dtype=np.float64 if e.is_float else np.int64), t.shape).ravel()
+        ty = ir.ArrayType(e.buf, len(flat))
+        g = ir.GlobalVariable(fx.kc.ir, ty, name=f"day0_const_{fx.kc.op_index(op)}")
+        g.global_constant = True
+        g.linkage = "internal"
+        g.initializer = ir.Constant(ty, [constant_scalar(x, e) if e.name != "i1" else ir.Constant(e.buf, int(x))
+                                         for x in flat.tolist()])
+        return Buf(g, t.shape, e)
+    scalar = v.values if isinstance(v, DenseAttr) else v
+    return Splat(constant_scalar(scalar, e), t.shape, e)
+
+
+@rule("ub.poison")
+def _poison(fx, op):
+    t = op.result.type
+    e = elem_of(t)
+    zero = ir.Constant(e.reg, None)
+    return Splat(zero, t.shape, e) if isinstance(t, TensorType) else zero
+
+
+# ------------------------------------------------------------------------------ program ids
+@rule("tt.get_program_id")
+def _pid(fx, op):
+    return fx.pid[int(op.attrs["axis"])]
+
+
+@rule("tt.get_num_programs")
+def _nprog(fx, op):
+    return fx.grid[int(op.attrs["axis"])]
+
+
+# ----------------------------------------------------------------------------------- shapes
+@rule("tt.make_range")
+def _range(fx, op):
+    start, end = int(op.attrs["start"]), int(op.attrs["end"])
+    return Range(start, end - start, elem_of(op.result.type))
+
+
+@rule("tt.splat")
+def _splat(fx, op, x):
+    return Splat(x, op.result.type.shape, elem_of(op.result.type))
+
+
+@rule("tt.unsplat")
+def _unsplat(fx, op, x):
+    return x.at(fx, [ZERO] * len(x.shape))
+
+
+@rule("tt.broadcast")
+def _broadcast(fx, op, x):
+    shape = tuple(op.result.type.shape)
+    if isinstance(x, Splat):
+        return Splat(x.value, shape, x.elem)
+    return Broadcast(x, shape)
+
+
+@rule("tt.expand_dims")
+def _expand_dims(fx, op, x):
+    if isinstance(x, Splat):
+        return Splat(x.value, op.result.type.shape, x.elem)
+    return ExpandDims(x, int(op.attrs["axis"]))
+
+
+@rule("tt.reshape")
+def _reshape(fx, op, x):
+    shape = tuple(op.result.type.shape)
+    if isinstance(x, Splat):
+        return Splat(x.value, shape, x.elem)
+    if tuple(x.shape) == shape:
+        return x
+    return Reshape(x, shape)
+
+
+@rule("tt.trans")
+def _trans(fx, op, x):
+    order = op.attrs.get("order", [1, 0])
+    if isinstance(x, Splat):
+        return Splat(x.value, op.result.type.shape, x.elem)
+    return Trans(x, order)
+
+
+@rule("tt.join")
+def _join(fx, op, a, b):
+    t = op.operands[0].type
+    return Join(as_tv(a, t), as_tv(b, t))
+
+
+@rule("tt.split")
+def _split(fx, op, x):
+    return Split(x, 0), Split(x, 1)
+
+
+@rule("tt.cat")
+def _cat(fx, op, a, b):
+    return Cat(as_tv(a, op.operands[0].type), as_tv(b, op.operands[1].type), op.result.type.shape)
+
+
+class _Gather(TV):
+    """tt.gather: src (a buffer) indexed along `axis` by an index tensor (indices clamped into
+    the source)."""
+
+    def __init__(self, src: Buf, index: TV, axis: int):
+        self.src, self.index, self.axis = src, index, axis
+        self.shape, self.elem, self.cost = index.shape, src.elem, index.cost + 2
+
+    def _at(self, fx, idx):
+        b = fx.b
+        i = self.index.at(fx, idx)
+        i = b.sext(i, I64) if i.type.width < 64 else i
+        n = const_i64(self.src.shape[self.axis] - 1)
+        i = b.select(b.icmp_signed("<", i, ZERO), ZERO, b.select(b.icmp_signed(">", i, n), n, i))
+        full = list(idx)
+        full[self.axis] = i
+        return self.src.at(fx, full)
+
+
+@rule("tt.gather")
+def _gather(fx, op, src, index):
+    return _Gather(fx.materialize(as_tv(src, op.operands[0].type)), as_tv(index, op.operands[1].type),
+                   int(op.attrs.get("axis", 0)))
+
+
+# ------------------------------------------------------------------------- reduce and scan
+_ASSOC = {"arith.addf", "arith.mulf", "arith.addi", "arith.muli", "arith.maxnumf", "arith.minnumf",
+          "arith.maximumf", "arith.minimumf", "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui",
+          "arith.andi", "arith.ori", "arith.xori"}
+
+
+def _simple_combine(op) -> str | None:
+    """The op name of a one-op combine region `r = f(a, b)` over one operand, else None."""
+    region = op.regions[0]
+    if len(op.operands) != 1 or len(region.blocks) != 1:
+        return None
+    ops = region.blocks[0].ops
+    if len(ops) == 2 and ops[0].name in _ASSOC and ops[1].operands == [ops[0].result] and \
+            ops[0].operands == region.blocks[0].args:
+        return ops[0].name
+    return None
+
+
+def _combine(fx, op, accs: list, xs: list, reassoc: bool = False) -> list:
+    """The combine region on scalars: accs (the running values) with xs (the next elements)."""
+    simple = _simple_combine(op)
+    if simple in ("arith.addf", "arith.mulf") and reassoc and accs[0].type in (F32, F64):
+        e = elem_of(op.operands[0].type)
+        b = fx.b
+        build = b.fadd if simple == "arith.addf" else b.fmul
+        return [finish(fx, build(accs[0], xs[0], flags=("reassoc", "nsz")), e.name)]
+    term, vals = fx.emit_region(op.regions[0], list(accs) + list(xs))
+    return list(vals)
+
+
+def _insert(idx, axis, k):
+    out = list(idx)
+    out.insert(axis, k)
+    return out
+
+
+@rule("tt.reduce")
+def _reduce(fx, op, *xs):
+    axis = int(op.attrs["axis"])
+    tvs = [as_tv(x, v.type) for x, v in zip(xs, op.operands)]
+    shape = tvs[0].shape
+    n = shape[axis]
+    out_shape = tuple(d for k, d in enumerate(shape) if k != axis)
+    res_elems = [elem_of(r.type) for r in op.results]
+    inner = all(d == 1 for d in shape[axis + 1:])  # contiguous along the axis: accumulate per output
+
+    def first(idx):
+        return [t.at(fx, _insert(idx, axis, ZERO)) for t in tvs]
+
+    if inner or not out_shape:
+        outs = [fx.alloc(out_shape, e) for e in res_elems] if out_shape else None
+        scalars = []
+
+        def body(idx, accs):
+            init = first(idx)
+            if n == 1:
+                vals = init
+            else:
+                vals = fx.loop(n - 1, lambda k, a: _combine(
+                    fx, op, a, [t.at(fx, _insert(idx, axis, fx.b.add(k, const_i64(1)))) for t in tvs],
+                    reassoc=True), init)
+            if outs is None:
+                scalars.extend(vals)
+            else:
+                for o, v in zip(outs, vals):
+                    o.put(fx, idx, v)
+            return accs
+        fx.for_each(out_shape, body)
+        if outs is None:
+            return scalars[0] if len(scalars) == 1 else scalars
+        return outs[0] if len(outs) == 1 else outs
+    # along an outer axis: running values in buffers, the output dimensions innermost
+    outs = [fx.alloc(out_shape, e) for e in res_elems]
+
+    def init_body(idx, accs):
+        for o, v in zip(outs, first(idx)):
+            o.put(fx, idx, v)
+        return accs
+    fx.for_each(out_shape, init_body)
+    if n > 1:
+        def step(k, accs):
+            kk = fx.b.add(k, const_i64(1))
+
+            def body(idx, a):
+                cur = [o.at(fx, idx) for o in outs]
+                new = _combine(fx, op, cur, [t.at(fx, _insert(idx, axis, kk)) for t in tvs])
+                for o, v in zip(outs, new):
+                    o.put(fx, idx, v)
+                return a
+            fx.for_each(out_shape, body)
+            return accs
+        fx.loop(n - 1, step)
+    return outs[0] if len(outs) == 1 else outs
+
+
+@rule("tt.scan")
+def _scan(fx, op, *xs):
+    axis = int(op.attrs["axis"])
+    rev = bool(op.attrs.get("reverse", False))
+    tvs = [as_tv(x, v.type) for x, v in zip(xs, op.operands)]
+    shape = tvs[0].shape
+    n = shape[axis]
+    rest = tuple(d for k, d in enumerate(shape) if k != axis)
+    outs = [fx.alloc(shape, elem_of(r.type)) for r in op.results]
+
+    def pos(k):  # the k-th position visited along the axis
+        return const_i64(n - 1 - k) if isinstance(k, int) and rev else \
+            (fx.b.sub(const_i64(n - 1), k) if rev else (const_i64(k) if isinstance(k, int) else k))
+
+    def first(idx, accs):
+        i = _insert(idx, axis, pos(0))
+        for o, t in zip(outs, tvs):
+            o.put(fx, i, t.at(fx, i))
+        return accs
+    fx.for_each(rest, first)
+    if n > 1:
+        def step(k, accs):
+            b = fx.b
+            kk = b.add(k, const_i64(1))
+            here = b.sub(const_i64(n - 1), kk) if rev else kk
+            prev = b.add(here, const_i64(1)) if rev else b.sub(here, const_i64(1))
+
+            def body(idx, a):
+                i_here, i_prev = _insert(idx, axis, here), _insert(idx, axis, prev)
+                new = _combine(fx, op, [o.at(fx, i_prev) for o in outs], [t.at(fx, i_here) for t in tvs])
+                for o, v in zip(outs, new):
+                    o.put(fx, i_here, v)
+                return a
+            fx.for_each(rest, body)
+            return accs
+        fx.loop(n - 1, step)
+    return outs[0] if len(outs) == 1 else outs
+
+
+# -------------------------------------------------------------------------------------- dot
+def _fmuladd(fx, a, b, c):
+    suffix = "f64" if a.type == F64 else "f32"
+    fn = fx.kc.intrinsic(f"llvm.fmuladd.{suffix}", a.type, [a.type] * 3)
+    return fx.b.call(fn, [a, b, c])
+
+
+@rule("tt.dot")
+def _dot(fx, op, a, b, c):
+    ta, tb, tc = (v.type for v in op.operands)
+    ea, out_e = elem_of(ta), elem_of(op.result.type)
+    M, K = ta.shape
+    N = tb.shape[1]
+    A = fx.materialize(as_tv(a, ta))
+    B = fx.materialize(as_tv(b, tb))
+    C = as_tv(c, tc)
+    if out_e.is_int:
+        acc_t = I32 if out_e.reg.width <= 32 else I64
+        work = elem("i32" if acc_t == I32 else "i64")
+    elif out_e.name == "f64" or ea.name == "f64":
+        acc_t, work = F64, elem("f64")
+    else:
+        acc_t, work = F32, elem("f32")
+    acc = fx.alloc((M, N), work)
+    bd = fx.b
+
+    def widen(v, e):
+        if acc_t in (F32, F64):
+            return v if v.type == acc_t else bd.fpext(v, acc_t)
+        return bd.sext(v, acc_t) if v.type.width < acc_t.width else v
+
+    def zero(idx, accs):
+        acc.put(fx, idx, ir.Constant(acc_t, None))
+        return accs
+    fx.for_each((M, N), zero)
+
+    def row(i, accs):
+        def kstep(k, accs2):
+            aik = widen(A.at(fx, [i, k]), ea)
+
+            def col(j, accs3):
+                cur = acc.at(fx, [i, j])
+                bkj = widen(B.at(fx, [k, j]), ea)
+                new = _fmuladd(fx, aik, bkj, cur) if acc_t in (F32, F64) else bd.add(cur, bd.mul(aik, bkj))
+                acc.put(fx, [i, j], new)
+                return accs3
+            return fx.loop(N, col, accs2)
+        return fx.loop(K, kstep, accs)
+    fx.loop(M, row)
+    out = fx.alloc((M, N), out_e)
+
+    def add_c(idx, accs):
+        s = acc.at(fx, idx)
+        cv = widen(C.at(fx, idx), out_e)
+        if acc_t in (F32, F64):
+            v = finish(fx, bd.fadd(s, cv), out_e.name)
+        else:
+            v = bd.add(s, cv)
+            v = v if out_e.reg == v.type else bd.trunc(v, out_e.reg)
+        out.put(fx, idx, v)
+        return accs
+    fx.for_each((M, N), add_c)
+    return out
+
+
+# ------------------------------------------------------------------------------ histogram
+@rule("tt.histogram")
+def _histogram(fx, op, x, mask=None):
+    nb = op.result.type.shape[0]
+    e = elem_of(op.result.type)
+    out = fx.alloc((nb,), e)
+    xt = as_tv(x, op.operands[0].type)
+    mt = None if mask is None else as_tv(mask, op.operands[1].type)
+
+    def zero(idx, accs):
+        out.put(fx, idx, ir.Constant(e.reg, 0))
+        return accs
+    fx.for_each((nb,), zero)
+    b = fx.b
+
+    def body(idx, accs):
+        v = xt.at(fx, idx)
+        v64 = b.sext(v, I64) if v.type.width < 64 else v
+        ok = b.and_(b.icmp_signed(">=", v64, ZERO), b.icmp_signed("<", v64, const_i64(nb)))
+        if mt is not None:
+            ok = b.and_(ok, mt.at(fx, idx))
+        slot = b.select(ok, v64, ZERO)
+        addr = out.addr_linear(fx, slot)
+        cur = b.load(addr, typ=e.buf)
+        b.store(b.add(cur, b.zext(ok, e.buf)), addr)
+        return accs
+    fx.for_each(xt.shape, body)
+    return out
+
+
+# --------------------------------------------------------------------------- assert, no-ops
+@rule("tt.assert")
+def _assert(fx, op, cond, *rest):
+    t = op.operands[0].type
+    ct = as_tv(cond, t)
+    b = fx.b
+
+    def body(idx, accs):
+        c = ct.at(fx, idx)
+        if c.type != I1:
+            c = b.icmp_unsigned("!=", c, ir.Constant(c.type, 0))
+        return [b.and_(accs[0], c)]
+    ok = fx.for_each(shape_of(t), body, [ir.Constant(I1, 1)])[0]
+    fx.fail_if(b.xor(ok, ir.Constant(I1, 1)), FAULT_ASSERT, op)
+
+
+@rule("gpu.barrier")
+@rule("ttg.barrier")
+@rule("llvm.intr.assume")
+def _no_effect(fx, op, *args):
+    """A barrier between a program's threads, and an optimisation hint: nothing to do here."""
+    return None

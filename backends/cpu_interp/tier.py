@@ -1,0 +1,176 @@
+"""Which of cpu_interp's two lowerings runs a kernel: the interpreter (interp.py) or the compiled
+tier (compiled/: TTIR -> LLVM IR -> native code), and why.
+
+Selection, per kernel at compile time (the tier is a compile option, so Triton caches each
+tier's kernels apart):
+  * the option `cpu_tier` ("interp", "compiled" or "auto"): `kernel[grid](..., cpu_tier="auto")`;
+  * else the environment variable DAY0_CPU_TIER;
+  * else the default, "interp".
+"compiled" and "auto" both compile every kernel the compiled tier lowers and run the others on
+the interpreter; "compiled" also warns, once per kernel, when one falls back. Bounds checks stay
+on in compiled code unless `cpu_bounds_check=False` (or DAY0_CPU_BOUNDS_CHECK=0).
+
+The artifact `lower` returns holds the TTIR text always (fault messages name its source lines,
+and a fallback runs it) and the native object when there is one. `TieredKernel.tier` and
+`.tier_detail` say what ran the latest launch and why; `take_stats` gives the same per kernel.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from sdk.backend import Options
+from sdk.errors import ConfigError
+
+from .compiled import TIERS
+
+DEFAULT_TIER = "interp"
+_MAGIC = b"day0-cpu-tiered 1\n"
+
+
+@dataclass(frozen=True)
+class CpuOptions(Options):
+    """Triton's options plus cpu_interp's own: which tier compiles, and bounds checks in it."""
+
+    cpu_tier: str = DEFAULT_TIER
+    cpu_bounds_check: bool = True
+
+
+def resolve(opts: dict) -> dict:
+    """cpu_tier / cpu_bounds_check from the launch options, else the environment, validated."""
+    tier = opts.get("cpu_tier")
+    origin = "option cpu_tier"
+    if tier is None:
+        tier = os.environ.get("DAY0_CPU_TIER", "").strip() or DEFAULT_TIER
+        origin = "DAY0_CPU_TIER"
+    tier = str(tier).lower()
+    if tier not in TIERS:
+        raise ConfigError(f"{origin} is '{tier}'; choose one of {', '.join(TIERS)}")
+    check = opts.get("cpu_bounds_check")
+    if check is None:
+        check = os.environ.get("DAY0_CPU_BOUNDS_CHECK", "1").strip().lower() not in ("0", "false", "off", "no")
+    return {"cpu_tier": tier, "cpu_bounds_check": bool(check)}
+
+
+# ------------------------------------------------------------------------------------ artifact
+def pack(ttir: str, tier: str, detail: str, data: bytes | None, meta: dict) -> bytes:
+    head = json.dumps({"tier": tier, "detail": detail, "meta": meta, "ttir": len(ttir.encode()),
+                       "object": len(data or b"")}).encode()
+    return _MAGIC + struct.pack("<I", len(head)) + head + ttir.encode() + (data or b"")
+
+
+def unpack(artifact: bytes) -> tuple[bytes, str, str, bytes | None, dict]:
+    """(TTIR bytes, tier, why, object or None, meta); plain TTIR text is an interpreter kernel."""
+    if not artifact.startswith(_MAGIC):
+        return artifact, "interp", "", None, {}
+    at = len(_MAGIC)
+    (n,) = struct.unpack_from("<I", artifact, at)
+    head = json.loads(artifact[at + 4:at + 4 + n])
+    at += 4 + n
+    ttir = artifact[at:at + head["ttir"]]
+    at += head["ttir"]
+    obj = artifact[at:at + head["object"]] if head["object"] else None
+    return ttir, head["tier"], head["detail"], obj, head["meta"]
+
+
+def lower(module, options: CpuOptions) -> tuple[bytes, str, str]:
+    """(artifact, tier, why) for a checked module."""
+    tier = getattr(options, "cpu_tier", DEFAULT_TIER)
+    if tier == "interp":
+        origin = "DAY0_CPU_TIER" if os.environ.get("DAY0_CPU_TIER") else "the default tier"
+        why = f"{origin} is interp"
+        return pack(module.text, "interp", why, None, {}), "interp", why
+    from . import compiled
+    try:
+        built = compiled.build(module, bounds_check=getattr(options, "cpu_bounds_check", True))
+    except Exception as exc:  # noqa: BLE001 - a compiler bug must not stop the kernel: it runs interpreted
+        built = compiled.Built(None, {}, f"the compiled tier failed ({type(exc).__name__}: {exc})")
+    if built.data is None:
+        if tier == "compiled":
+            warnings.warn(f"cpu_interp: kernel {module.entry.name} runs on the interpreter: {built.refusal}",
+                          stacklevel=2)
+        return pack(module.text, "interp", built.refusal, None, {}), "interp", built.refusal
+    why = "compiled from the cache" if built.cached else "compiled"
+    return pack(module.text, "compiled", why, built.data, built.meta), "compiled", why
+
+
+# ------------------------------------------------------------------------------- kernel handle
+class TieredKernel:
+    """A loaded kernel: native code with the interpreter as its fallback, or the interpreter."""
+
+    def __init__(self, module, native, interp_factory, tier: str, detail: str):
+        self.module = module
+        self.native = native
+        self._interp_factory = interp_factory
+        self._interp = None
+        self.tier, self.tier_detail = tier, detail
+        self.compiled_detail = detail
+        self.name = module.entry.name
+
+    def interp(self):
+        if self._interp is None:
+            self._interp = self._interp_factory()
+        return self._interp
+
+    def run(self, grid, args, extra=()) -> None:
+        if self.native is not None:
+            from .compiled import runtime_refusal
+            why = runtime_refusal()
+            if not why:
+                self.tier, self.tier_detail = "compiled", self.compiled_detail
+                self.native.run(grid, args, list(extra))
+                return
+            self.tier, self.tier_detail = "interp", why
+        self.interp().run(grid, args, extra)
+
+
+class Stats:
+    """Per kernel: which tier ran it, why, and how many launches (what `take_launch_stats` gives)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by: dict[tuple[str, str, str], int] = {}
+
+    def add(self, kernel: TieredKernel) -> None:
+        key = (kernel.name, kernel.tier, kernel.tier_detail)
+        with self._lock:
+            self._by[key] = self._by.get(key, 0) + 1
+
+    def take(self) -> list[dict]:
+        with self._lock:
+            out = [{"kernel": k, "tier": t, "detail": d, "launches": n} for (k, t, d), n in self._by.items()]
+            self._by.clear()
+        return out
+
+
+def load(artifact: bytes, source_file: str | None, table, cache: dict, checks: tuple = ()) -> TieredKernel:
+    import hashlib
+    from sdk.ttir import parse
+    from .interp import Program
+    key = (hashlib.sha1(artifact).hexdigest(), source_file, checks)
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    ttir, tier, detail, obj, meta = unpack(artifact)
+    module = parse(ttir)  # bytes: a corrupted artifact is a TTIRSyntaxError
+    module.relocate(source_file)
+    native = None
+    if obj is not None:
+        from .compiled.launch import NativeKernel
+        from .provenance import mark_pointer_origins
+        mark_pointer_origins(module)
+        native = NativeKernel(module, obj, meta)
+    flags = {f"check_{c}": True for c in checks}
+    kernel = TieredKernel(module, native, lambda: Program(module, table, flags), tier, detail)
+    if native is None:
+        kernel.interp()  # built now: a bad attribute fails at load as before
+    cache[key] = kernel
+    return kernel
+
+
+__all__ = ["CpuOptions", "resolve", "lower", "load", "TieredKernel", "Stats", "DEFAULT_TIER"]

@@ -36,12 +36,16 @@ class KernelRecord:
     module: Any = field(default=None, repr=False)  # the sdk.ttir.Module, when it was compiled here
     native: float | None = None         # share of its ops the backend's own rules lowered
     borrowed_ops: tuple[str, ...] = ()  # ops lowered by rules borrowed from another backend
+    tier: str = ""                      # which of the backend's lowerings ran the latest launch
+                                        # (cpu_interp: "compiled" or "interp"), "" when it has one
+    tier_detail: str = ""               # why that one (e.g. the op the compiled tier lacks)
 
     def to_json(self) -> dict:
         return {"name": self.name, "origin": self.origin, "source_file": self.source_file,
                 "ops": list(self.ops), "launches": self.launches, "status": self.status,
                 "detail": self.detail, "missing_ops": list(self.missing_ops), "missing": list(self.missing),
-                "native": self.native, "borrowed_ops": list(self.borrowed_ops)}
+                "native": self.native, "borrowed_ops": list(self.borrowed_ops), "tier": self.tier,
+                "tier_detail": self.tier_detail}
 
 
 @dataclass
@@ -149,10 +153,12 @@ def unsupported(name: str, fn: Any, source_file: str, ops: tuple[str, ...], miss
 
 
 def launched(name: str, fn: Any, source_file: str, ops: tuple[str, ...], native: float | None = None,
-             borrowed_ops: tuple[str, ...] = ()) -> None:
+             borrowed_ops: tuple[str, ...] = (), tier: str = "", tier_detail: str = "") -> None:
     for rec in RECORDERS:
         k = rec._get(name, source_file, origin_of(fn, source_file))
         k.ops = ops or k.ops
+        if tier:
+            k.tier, k.tier_detail = tier, tier_detail
         if native is not None:
             k.native, k.borrowed_ops = native, tuple(borrowed_ops)
         k.launches += 1

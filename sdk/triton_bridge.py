@@ -303,7 +303,9 @@ class _Launcher:
             _launches.faulted(function.name, fn, where, ops, f"{type(exc).__name__}: {exc}")
             raise
         _launches.launched(function.name, fn, where, ops, getattr(self.metadata, "day0_native", None),
-                           tuple(getattr(self.metadata, "day0_borrowed", ()) or ()))
+                           tuple(getattr(self.metadata, "day0_borrowed", ()) or ()),
+                           # a kernel handle may say which of its backend's lowerings ran it, and why
+                           str(getattr(self.kernel, "tier", "") or ""), str(getattr(self.kernel, "tier_detail", "") or ""))
         return out
 
     def _launch(self, gx, gy, gz, stream, launch_metadata, enter_hook, exit_hook, args):

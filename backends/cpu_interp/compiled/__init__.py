@@ -80,7 +80,10 @@ def build(module: Module, bounds_check: bool = True) -> Built:
     except Unsupported as exc:
         return Built(None, {}, f"not lowered by the compiled tier: {exc}")
     t1 = time.perf_counter()
-    data = jit.compile_ir(text)
+    try:
+        data = jit.compile_ir(text)
+    except jit.CompileError as exc:
+        return Built(None, {}, f"LLVM could not compile it: {exc}")
     meta = {"params": params, "arena": kc.arena, "emit_s": round(t1 - t0, 4),
             "llvm_s": round(time.perf_counter() - t1, 4)}
     jit.store(key, data, meta)

@@ -1,6 +1,11 @@
 """LLVM through llvmlite: optimise a kernel's IR for this CPU, emit a native object, cache it, and
 load it with MCJIT.
 
+Optimisation and code generation run in a child process (llvm_server.py): llvmlite's LLVM stops
+its process when one of its internal checks fails, so a crash there is retried once with the
+vectorisers off and, failing again, refuses the kernel (it runs on the interpreter), instead of
+taking the caller down. DAY0_CPU_COMPILE_INPROCESS=1 compiles in this process instead.
+
 Objects are cached in memory and on disk (DAY0_CPU_CACHE_DIR, default ~/.cache/day0/cpu_compiled),
 keyed by the TTIR text, the compile options, this package's source, the llvmlite and LLVM
 versions and the host CPU (name and features): a warm cache skips LLVM entirely. A loaded object
@@ -14,13 +19,17 @@ import functools
 import hashlib
 import json
 import os
+import struct
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import llvmlite
 import llvmlite.binding as llvm
 
-_LOCK = threading.Lock()
+_LOCK = threading.Lock()          # loading objects
+_COMPILE_LOCK = threading.Lock()  # the compile server (one request at a time)
 _MEMORY: dict[str, tuple[bytes, dict]] = {}
 _ENGINES: dict[str, tuple[object, int]] = {}
 
@@ -38,12 +47,10 @@ _LIBM = ("expf", "exp", "exp2f", "exp2", "logf", "log", "log2f", "log2", "log10f
 
 @functools.lru_cache(maxsize=None)
 def target_machine() -> "llvm.TargetMachine":
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
+    from .llvm_server import target_machine as make
+    tm = make()
     _register_libm()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=host_features(), opt=3,
-                                        codemodel="jitdefault")
+    return tm
 
 
 @functools.lru_cache(maxsize=None)
@@ -120,29 +127,77 @@ def store(key: str, data: bytes, meta: dict) -> None:
         pass  # a read-only or full cache directory only costs a recompile
 
 
+class CompileError(Exception):
+    """LLVM could not compile a kernel (it crashed, or rejected the IR)."""
+
+
 def compile_ir(text: str) -> bytes:
     """LLVM IR text -> an optimised native object for this CPU."""
-    tm = target_machine()
-    mod = llvm.parse_assembly(text)
-    mod.verify()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    pto.loop_unrolling = True
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    return tm.emit_object(mod)
+    if os.environ.get("DAY0_CPU_COMPILE_INPROCESS", "") not in ("", "0"):
+        from .llvm_server import compile_ir as compile_here
+        return compile_here(target_machine(), text)
+    with _COMPILE_LOCK:
+        for vectorize in (True, False):
+            try:
+                return _server().request(text, vectorize)
+            except _Crashed:
+                _SERVER[0] = None  # a fresh one for the retry
+        raise CompileError("LLVM crashed compiling it (twice, the second time with the vectorisers off)")
 
 
 def optimized_ir(text: str) -> str:
-    """The optimised IR (for inspection: `python -m backends.cpu_interp.compiled --ir`)."""
-    tm = target_machine()
-    mod = llvm.parse_assembly(text)
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = pto.slp_vectorization = pto.loop_unrolling = True
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    return str(mod)
+    """The optimised IR, for reading what LLVM made of a kernel (in this process)."""
+    from .llvm_server import optimize
+    return str(optimize(target_machine(), text))
+
+
+class _Crashed(Exception):
+    pass
+
+
+class _Server:
+    def __init__(self) -> None:
+        script = Path(__file__).with_name("llvm_server.py")
+        boot = ("import importlib.util as u, sys; s = u.spec_from_file_location('day0_llvm_server', sys.argv[1]); "
+                "m = u.module_from_spec(s); s.loader.exec_module(m); m.serve()")
+        self.proc = subprocess.Popen([sys.executable, "-S", "-c", boot, str(script)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_server_env())
+
+    def request(self, text: str, vectorize: bool) -> bytes:
+        data = text.encode()
+        try:
+            self.proc.stdin.write(struct.pack("<II", len(data), int(vectorize)) + data)
+            self.proc.stdin.flush()
+            head = self.proc.stdout.read(5)
+            if len(head) < 5:
+                raise _Crashed
+            status, n = struct.unpack("<BI", head)
+            body = self.proc.stdout.read(n)
+        except (BrokenPipeError, OSError):
+            raise _Crashed from None
+        if len(body) < n:
+            raise _Crashed
+        if status:
+            raise CompileError(body.decode(errors="replace"))
+        return body
+
+
+_SERVER: list[_Server | None] = [None]
+
+
+def _server() -> _Server:
+    srv = _SERVER[0]
+    if srv is None or srv.proc.poll() is not None:
+        srv = _SERVER[0] = _Server()
+    return srv
+
+
+def _server_env() -> dict:
+    """The child finds llvmlite where this process did (-S skips site: its path is passed on)."""
+    env = dict(os.environ)
+    paths = [str(Path(llvmlite.__file__).parent.parent)]
+    env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return env
 
 
 def load(data: bytes, symbol: str = "day0_kernel") -> int:

@@ -1,0 +1,511 @@
+"""cpu_interp's compiled tier against the interpreter: the same kernels on the same seeded inputs,
+outputs poisoned first, compared bit for bit where the math is exact (integers, casts, rounding,
+shapes, loads and stores) and within 3 ulp where it is not (transcendental functions,
+reassociated float sums, dot products); every compiled launch is checked to have run natively.
+Also: faults worded as the interpreter words them, fallbacks that say why, the object cache,
+and tier selection."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import sdk
+from sdk.backend import get_backend
+from sdk.errors import KernelFault
+
+
+@pytest.fixture(autouse=True)
+def cpu_interp(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAY0_CPU_CACHE_DIR", str(tmp_path / "objects"))
+    with sdk.activate("cpu_interp"):
+        get_backend("cpu_interp").take_launch_stats()
+        yield
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def tiers_ran() -> set[tuple[str, str]]:
+    return {(s["tier"], s["detail"]) for s in get_backend("cpu_interp").take_launch_stats()}
+
+
+def both(launch, inputs: dict, outputs: dict):
+    """launch(tier, **tensors) with fresh copies of `inputs` and poisoned `outputs` (name ->
+    (shape, dtype)) under each tier; returns ({name: tensor} interp, {name: tensor} compiled)."""
+    results = []
+    for tier in ("interp", "compiled"):
+        ins = {k: v.clone() for k, v in inputs.items()}
+        outs = {k: poison(shape, dt) for k, (shape, dt) in outputs.items()}
+        launch(tier, **ins, **outs)
+        ran = tiers_ran()
+        assert {t for t, _ in ran} == {tier}, ran
+        results.append({**ins, **outs})
+    return results
+
+
+def poison(shape, dtype) -> torch.Tensor:
+    if dtype.is_floating_point:
+        return torch.full(shape, float("nan"), dtype=dtype)
+    return torch.full(shape, -7, dtype=dtype) if dtype != torch.bool else torch.ones(shape, dtype=dtype)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> None:
+    """Equal bit for bit (a NaN matches any NaN: payloads and signs of NaN are not compared)."""
+    if a.dtype.is_floating_point:
+        nan = torch.isnan(a)
+        assert torch.equal(nan, torch.isnan(b)), (a[nan != torch.isnan(b)], b[nan != torch.isnan(b)])
+        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        a, b = a.view(bits)[~nan], b.view(bits)[~nan]
+    assert torch.equal(a, b), (a.flatten()[:8], b.flatten()[:8], (a != b).sum())
+
+
+# ------------------------------------------------------------------------------ element-wise
+@triton.jit
+def float_ops(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=1.0)
+    y = tl.load(y_ptr + offs, mask=m, other=2.0)
+    xf, yf = x.to(tl.float32), y.to(tl.float32)
+    results = (x + y, x - y, x * y, x / y, tl.maximum(x, y), tl.minimum(x, y), -x, tl.abs(x),
+               tl.fma(x, y, x), tl.sqrt(tl.abs(xf)).to(x.dtype), tl.where(x > y, x, y), x % y,
+               tl.floor(xf).to(x.dtype), tl.ceil(yf).to(x.dtype), tl.clamp(x, -0.5, 0.5),
+               tl.math.rsqrt(tl.abs(yf) + 1).to(x.dtype))
+    for k in tl.static_range(len(results)):
+        tl.store(out_ptr + k * n + offs, results[k], mask=m)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_float_arith_bitwise(dtype):
+    n = 1000
+    x = torch.randn(n, generator=gen(1)).to(dtype)
+    y = torch.randn(n, generator=gen(2)).to(dtype)
+    x[:5] = torch.tensor([0.0, -0.0, float("inf"), float("nan"), 1e-40]).to(dtype)
+
+    def launch(tier, x, y, out):
+        float_ops[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256, cpu_tier=tier)
+    ref, got = both(launch, {"x": x, "y": y}, {"out": ((16, n), dtype)})
+    for k in range(16):
+        same_bits(ref["out"][k], got["out"][k])
+
+
+@triton.jit
+def math_ops(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=1.0).to(tl.float32)
+    results = (tl.exp(x), tl.exp2(x), tl.log(tl.abs(x)), tl.log2(tl.abs(x)), tl.sin(x), tl.cos(x),
+               tl.sigmoid(x), tl.math.erf(x), tl.extra.cuda.libdevice.tanh(x),
+               tl.extra.cuda.libdevice.log1p(tl.abs(x)), tl.extra.cuda.libdevice.pow(tl.abs(x), 0.75))
+    for k in tl.static_range(len(results)):
+        tl.store(out_ptr + k * n + offs, results[k].to(out_ptr.dtype.element_ty), mask=m)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_math_within_three_ulp(dtype):
+    n = 4000
+    x = (torch.randn(n, generator=gen(3)) * 30).to(dtype)
+    x[:8] = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 88.5, -95.0, 1e-39]).to(dtype)
+
+    def launch(tier, x, out):
+        math_ops[(triton.cdiv(n, 512),)](x, out, n, BLOCK=512, cpu_tier=tier)
+    ref, got = both(launch, {"x": x}, {"out": ((11, n), dtype)})
+    r, g = ref["out"].double(), got["out"].double()
+    assert torch.equal(torch.isnan(r), torch.isnan(g))
+    ok = ~torch.isnan(r)
+    assert torch.equal(torch.isinf(r[ok]), torch.isinf(g[ok]))
+    eps = torch.finfo(dtype).eps
+    tol = 3 * eps * r.abs() + torch.finfo(dtype).tiny  # each within about 1.5 ulp of the truth
+    assert ((r - g).abs()[ok & ~torch.isinf(r)] <= tol[ok & ~torch.isinf(r)]).all(), \
+        ((r - g).abs() / tol).nan_to_num(0).amax(dim=1)
+
+
+@triton.jit
+def int_ops(a_ptr, b_ptr, out_ptr, BLOCK: tl.constexpr, UNSIGNED: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + offs)
+    b = tl.load(b_ptr + offs)
+    s = b & 63
+    ua, ub = a.to(UNSIGNED, bitcast=True), b.to(UNSIGNED, bitcast=True)
+    hi = tl.umulhi(ua, ub) if UNSIGNED == tl.uint32 else ua // (ub | 1)
+    results = (a + b, a - b, a * b, a // b, a % b, a << s, a >> s, ua >> s.to(UNSIGNED), tl.maximum(a, b),
+               tl.minimum(a, b), a & b, a | b, a ^ b, (a < b).to(a.dtype), hi, tl.cdiv(a, b), tl.abs(a))
+    for k in tl.static_range(len(results)):
+        tl.store(out_ptr + k * BLOCK + offs, results[k].to(a.dtype, bitcast=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int8])
+def test_int_arith_bitwise(dtype):
+    n = 256
+    info = torch.iinfo(dtype)
+    a = torch.randint(info.min, info.max, (n,), generator=gen(4), dtype=dtype)
+    b = torch.randint(-9, 9, (n,), generator=gen(5), dtype=dtype)
+    a[:4] = torch.tensor([info.min, info.min, 7, -7], dtype=dtype)
+    b[:4] = torch.tensor([-1, 0, 0, 100], dtype=dtype)
+
+    def launch(tier, a, b, out):
+        unsigned = {torch.int32: tl.uint32, torch.int64: tl.uint64, torch.int8: tl.uint8}[dtype]
+        int_ops[(1,)](a, b, out, BLOCK=n, UNSIGNED=unsigned, cpu_tier=tier)
+    ref, got = both(launch, {"a": a, "b": b}, {"out": ((17, n), dtype)})
+    same_bits(ref["out"], got["out"])
+
+
+@triton.jit
+def cast_ops(x_ptr, i_ptr, f_ptr, h_ptr, b_ptr, e4_ptr, e5_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(i_ptr + offs, x.to(tl.int32))
+    tl.store(i_ptr + BLOCK + offs, x.to(tl.int8).to(tl.int32))
+    tl.store(i_ptr + 2 * BLOCK + offs, x.to(tl.uint32).to(tl.int32, bitcast=True))
+    i = tl.load(i_ptr + offs)
+    tl.store(f_ptr + offs, i.to(tl.float32) + x.to(tl.float64).to(tl.float32))
+    tl.store(h_ptr + offs, x.to(tl.float16))
+    tl.store(h_ptr + BLOCK + offs, x.to(tl.float16, fp_downcast_rounding="rtz"))
+    tl.store(b_ptr + offs, x.to(tl.bfloat16))
+    tl.store(b_ptr + BLOCK + offs, x.to(tl.bfloat16, fp_downcast_rounding="rtz"))
+    tl.store(e4_ptr + offs, x.to(tl.float8e4nv))
+    tl.store(e5_ptr + offs, x.to(tl.float8e5))
+    tl.store(f_ptr + BLOCK + offs, x.to(tl.float8e4nv).to(tl.float32) + x.to(tl.float8e5).to(tl.float32))
+
+
+def test_casts_and_narrow_floats_bitwise():
+    n = 512
+    x = torch.randn(n, generator=gen(6)) * torch.logspace(-12, 12, n)
+    x[:8] = torch.tensor([float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 470.0, 65520.0, -0.0])
+
+    def launch(tier, x, i, f, h, b, e4, e5):
+        cast_ops[(1,)](x, i, f, h, b, e4.view(torch.float8_e4m3fn), e5.view(torch.float8_e5m2), BLOCK=n,
+                       cpu_tier=tier)
+    outs = {"i": ((3 * n,), torch.int32), "f": ((2 * n,), torch.float32), "h": ((2 * n,), torch.float16),
+            "b": ((2 * n,), torch.bfloat16), "e4": ((n,), torch.uint8), "e5": ((n,), torch.uint8)}
+    ref, got = both(launch, {"x": x}, outs)
+    for k in outs:
+        same_bits(ref[k], got[k])
+
+
+# -------------------------------------------------------------------- reductions, scans, shapes
+@triton.jit
+def reduce_ops(x_ptr, out_ptr, idx_ptr, R: tl.constexpr, C: tl.constexpr):
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, C)[None, :]
+    x = tl.load(x_ptr + r * C + c)
+    tl.store(out_ptr + tl.arange(0, R), tl.sum(x, 1))
+    tl.store(out_ptr + R + tl.arange(0, C), tl.max(x, 0))
+    tl.store(out_ptr + R + C + tl.arange(0, R), tl.min(x, 1))
+    tl.store(out_ptr + 2 * R + C + tl.arange(0, C), tl.sum(x, 0))
+    tl.store(out_ptr + 2 * R + 2 * C, tl.sum(tl.sum(x * x, 1), 0))
+    tl.store(out_ptr + 2 * R + 2 * C + 1 + r * C + c, tl.cumsum(x, 1))
+    tl.store(out_ptr + 2 * R + 2 * C + 1 + R * C + r * C + c, tl.cumsum(x, 0, reverse=True))
+    tl.store(idx_ptr + tl.arange(0, R), tl.argmax(x, 1))
+    tl.store(idx_ptr + R + tl.arange(0, C), tl.argmin(x, 0))
+    tl.store(idx_ptr + R + C + tl.arange(0, C), tl.sum(x.to(tl.int32), 0))
+
+
+def test_reductions_scans():
+    R, C = 16, 64
+    x = torch.randn(R, C, generator=gen(7))
+    x[3, 5] = x[3, 9] = x[3].max() + 1  # a tie: the first index wins
+
+    def launch(tier, x, out, idx):
+        reduce_ops[(1,)](x, out, idx, R=R, C=C, cpu_tier=tier)
+    ref, got = both(launch, {"x": x}, {"out": ((2 * R + 2 * C + 1 + 2 * R * C,), torch.float32),
+                                       "idx": ((R + 2 * C,), torch.int32)})
+    same_bits(ref["idx"], got["idx"])
+    torch.testing.assert_close(got["out"], ref["out"], rtol=1e-6, atol=1e-5)
+    same_bits(ref["out"][R:R + C], got["out"][R:R + C])  # max and min are exact
+    same_bits(ref["out"][R + C:2 * R + C], got["out"][R + C:2 * R + C])
+
+
+@triton.jit
+def shapes_kernel(x_ptr, idx_ptr, out_ptr, hist_ptr, N: tl.constexpr):
+    r = tl.arange(0, N)
+    x = tl.load(x_ptr + r)
+    a, b = tl.split(tl.reshape(x, (N // 2, 2)))
+    y = tl.reshape(tl.join(b, a), (N,))
+    t = tl.trans(tl.reshape(y, (4, N // 4)))
+    c = tl.cat(tl.reshape(t, (N,)), x, can_reorder=True)
+    idx = tl.load(idx_ptr + r)
+    tl.store(out_ptr + r, y)
+    tl.store(out_ptr + N + tl.arange(0, 2 * N), c)
+    tl.store(out_ptr + 3 * N + r, tl.gather(x, idx, 0))
+    tl.store(out_ptr + 4 * N + r, tl.broadcast_to(tl.sum(x[None, :], 1), (N,)))
+    tl.store(hist_ptr + tl.arange(0, 8), tl.histogram(idx % 8, 8))
+
+
+def test_shape_ops_gather_histogram_bitwise():
+    N = 32
+    x = torch.randn(N, generator=gen(8))
+    idx = torch.randint(0, N, (N,), generator=gen(9), dtype=torch.int32)
+
+    def launch(tier, x, idx, out, hist):
+        shapes_kernel[(1,)](x, idx, out, hist, N=N, cpu_tier=tier)
+    ref, got = both(launch, {"x": x, "idx": idx}, {"out": ((5 * N,), torch.float32), "hist": ((8,), torch.int32)})
+    same_bits(ref["out"][:4 * N], got["out"][:4 * N])
+    torch.testing.assert_close(ref["out"][4 * N:], got["out"][4 * N:])
+    same_bits(ref["hist"], got["hist"])
+
+
+# ---------------------------------------------------------------------------------------- dot
+@triton.jit
+def gemm(a, b, c, M, N, K, sam, sbk, scm, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    ap = a + rm[:, None] * sam + rk[None, :]
+    bp = b + rk[:, None] * sbk + rn[None, :]
+    acc = tl.zeros((BM, BN), tl.int32 if a.dtype.element_ty == tl.int8 else tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        am = (rm[:, None] < M) & (rk[None, :] < K - k * BK)
+        bm = (rk[:, None] < K - k * BK) & (rn[None, :] < N)
+        acc += tl.dot(tl.load(ap, mask=am, other=0), tl.load(bp, mask=bm, other=0))
+        ap += BK
+        bp += BK * sbk
+    tl.store(c + rm[:, None] * scm + rn[None, :], acc.to(c.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int8])
+def test_dot(dtype):
+    M, N, K = 70, 45, 100
+    if dtype == torch.int8:
+        a = torch.randint(-100, 100, (M, K), generator=gen(10), dtype=dtype)
+        b = torch.randint(-100, 100, (K, N), generator=gen(11), dtype=dtype)
+        out_dt = torch.int32
+    else:
+        a, b = torch.randn(M, K, generator=gen(10)).to(dtype), torch.randn(K, N, generator=gen(11)).to(dtype)
+        out_dt = dtype
+
+    def launch(tier, a, b, c):
+        gemm[(triton.cdiv(M, 32), triton.cdiv(N, 16))](a, b, c, M, N, K, K, N, N, BM=32, BN=16, BK=16,
+                                                        cpu_tier=tier)
+    ref, got = both(launch, {"a": a, "b": b}, {"c": ((M, N), out_dt)})
+    if dtype == torch.int8:
+        same_bits(ref["c"], got["c"])
+        assert torch.equal(got["c"], a.int() @ b.int())
+    else:
+        tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+        torch.testing.assert_close(got["c"].float(), ref["c"].float(), rtol=tol, atol=tol)
+
+
+# ------------------------------------------------------------------------------ control flow
+@triton.jit
+def control_kernel(out_ptr, lens_ptr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    n = tl.load(lens_ptr + pid)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    offs = tl.arange(0, BLOCK)
+    for i in range(0, n):
+        acc += i * offs
+    k = 0
+    while k * k < n:
+        k += 1
+    if pid % 2 == 0:
+        acc = acc * 2
+    else:
+        acc = acc - offs
+    if n == 0:
+        return
+    tl.store(out_ptr + pid * BLOCK + offs, acc + k)
+
+
+def test_loops_branches_early_return():
+    lens = torch.tensor([0, 3, 5, 10, 1, 7, 0, 2], dtype=torch.int32)
+
+    def launch(tier, lens, out):
+        control_kernel[(8,)](out, lens, BLOCK=16, cpu_tier=tier)
+    ref, got = both(launch, {"lens": lens}, {"out": ((8, 16), torch.float32)})
+    same_bits(ref["out"], got["out"])
+    assert torch.isnan(got["out"][0]).all() and not torch.isnan(got["out"][1]).any()
+
+
+@triton.jit
+def carried_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, STEPS: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    p = x_ptr + offs
+    a = tl.zeros([BLOCK], dtype=tl.float32)
+    b = tl.full([BLOCK], 1.0, dtype=tl.float32)
+    for i in range(STEPS):
+        v = tl.load(p, mask=offs + i * BLOCK < n, other=0.0)
+        a, b = b, a + v * b                  # swapped every iteration
+        p += BLOCK
+    tl.store(out_ptr + offs, a)
+    tl.store(out_ptr + BLOCK + offs, b)
+
+
+def test_loop_carried_tensors_swap():
+    x = torch.rand(200, generator=gen(12))
+
+    def launch(tier, x, out):
+        carried_kernel[(1,)](x, out, 200, BLOCK=32, STEPS=7, cpu_tier=tier)
+    ref, got = both(launch, {"x": x}, {"out": ((64,), torch.float32)})
+    same_bits(ref["out"], got["out"])
+
+
+# ------------------------------------------------------------------------------------ atomics
+@triton.jit
+def atomic_kernel(x_ptr, bins_ptr, total_ptr, ticket_ptr, order_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0)
+    tl.atomic_add(bins_ptr + (x % 16), 1, mask=m)
+    tl.atomic_add(total_ptr, tl.sum(x.to(tl.float32), 0))
+    tl.atomic_max(total_ptr + 1, tl.max(x, 0).to(tl.float32))
+    t = tl.atomic_add(ticket_ptr, 1)
+    tl.store(order_ptr + t, tl.program_id(0))
+
+
+def test_atomics_across_programs():
+    n, B = 3000, 64
+    x = torch.randint(0, 1000, (n,), generator=gen(13), dtype=torch.int32)
+    P = triton.cdiv(n, B)
+    for tier in ("interp", "compiled"):
+        bins, total = torch.zeros(16, dtype=torch.int32), torch.zeros(2)
+        ticket, order = torch.zeros(1, dtype=torch.int32), torch.full((P,), -1, dtype=torch.int32)
+        atomic_kernel[(P,)](x, bins, total, ticket, order, n, BLOCK=B, cpu_tier=tier)
+        assert {t for t, _ in tiers_ran()} == {tier}
+        assert torch.equal(bins, torch.bincount((x % 16).long(), minlength=16).int())
+        assert total[0].item() == x.sum().item() and total[1].item() == x.max().item()
+        assert sorted(order.tolist()) == list(range(P)) and ticket.item() == P
+
+
+# ------------------------------------------------------------------------------------- faults
+@triton.jit
+def oob_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n + 3)  # three elements too far
+    tl.store(out_ptr + offs, x, mask=offs < n)
+
+
+@triton.jit
+def assert_kernel(x_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.device_assert(x >= 0, "negative input")
+
+
+def test_faults_match_the_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_DEBUG", "1")
+    messages = []
+    for tier in ("interp", "compiled"):
+        x, out = torch.randn(100, generator=gen(14)), torch.empty(100)
+        with pytest.raises(KernelFault) as exc:
+            oob_kernel[(4,)](x, out, 100, BLOCK=32, cpu_tier=tier)
+        assert {t for t, _ in tiers_ran()} == {tier}
+        messages.append(str(exc.value))
+    assert messages[0] == messages[1]
+    assert "out-of-bounds load from 'x_ptr': elements [96, 103)" in messages[1] and "program (3, 0, 0)" in messages[1]
+    assert "test_cpu_compiled.py" in messages[1]
+    messages = []
+    for tier in ("interp", "compiled"):
+        x = torch.rand(64, generator=gen(15))
+        x[40] = -1
+        with pytest.raises(KernelFault) as exc:
+            assert_kernel[(1,)](x, BLOCK=64, debug=True, cpu_tier=tier)
+        messages.append(str(exc.value))
+    assert messages[0] == messages[1] and "negative input" in messages[1]
+
+
+def test_bounds_checks_can_be_turned_off():
+    x, out = torch.randn(100, generator=gen(16)), torch.full((100,), float("nan"))
+    oob_kernel[(4,)](x, out, 97, BLOCK=32, cpu_tier="compiled", cpu_bounds_check=False)  # in bounds: 97 + 3
+    assert {t for t, _ in tiers_ran()} == {"compiled"}
+    assert torch.equal(out[:97], x[:97])
+
+
+# ------------------------------------------------------------------------------- fallbacks
+@triton.jit
+def print_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.device_print("x", x)
+    tl.store(out_ptr + tl.arange(0, BLOCK), x + 1)
+
+
+def test_unlowered_op_falls_back_and_says_why(capfd):
+    x, out = torch.randn(4, generator=gen(17)), torch.full((4,), float("nan"))
+    with pytest.warns(UserWarning, match="runs on the interpreter: not lowered by the compiled tier: tt.print"):
+        print_kernel[(1,)](x, out, BLOCK=4, cpu_tier="compiled")
+    ((tier, why),) = tiers_ran()
+    assert tier == "interp" and "tt.print" in why
+    assert torch.equal(out, x + 1)
+
+
+def test_interpreter_checks_run_on_the_interpreter(monkeypatch):
+    x, out = torch.randn(100, generator=gen(18)), torch.full((100,), float("nan"))
+    monkeypatch.setenv("DAY0_CHECK_RACES", "1")
+    oob_kernel[(4,)](x, out, 97, BLOCK=32, cpu_tier="auto")
+    ((tier, why),) = tiers_ran()
+    assert tier == "interp" and "DAY0_CHECK_RACES" in why
+    assert torch.equal(out[:97], x[:97])
+
+
+def test_launch_records_say_which_tier_ran():
+    x, out = torch.randn(100, generator=gen(19)), torch.full((100,), float("nan"))
+    with sdk.launches.record() as rec:
+        oob_kernel[(4,)](x, out, 97, BLOCK=32, cpu_tier="compiled")
+    (k,) = rec.kernels
+    assert k.tier == "compiled" and k.status == "ran"
+
+
+# ------------------------------------------------------------------------- cache, selection
+def test_object_cache_memory_and_disk(tmp_path, monkeypatch):
+    from backends.cpu_interp import compiled
+    from backends.cpu_interp.compiled import jit
+    from sdk.ttir import parse
+    text = (tmp_path / "k.ttir")
+    x, out = torch.randn(64, generator=gen(20)), torch.empty(64)
+    with sdk.launches.record() as rec:
+        oob_kernel[(8,)](x, out, 61, BLOCK=8, cpu_tier="compiled")  # a new specialisation: compiled here
+    module = rec.kernels[0].module
+    text.write_text(module.text)
+    first = compiled.build(parse(module.text))
+    assert first.data is not None and first.cached  # lowered above: in memory now
+    jit._MEMORY.clear()
+    again = compiled.build(parse(module.text))
+    assert again.cached and again.data == first.data  # from disk
+    monkeypatch.setattr(jit, "compile_ir", lambda text: pytest.fail("compiled again"))
+    compiled.build(parse(module.text))
+    assert len(list((tmp_path / "objects").glob("*.o"))) == 1
+
+
+def test_tier_from_environment_and_bad_value(monkeypatch):
+    x, out = torch.randn(64, generator=gen(21)), torch.full((64,), float("nan"))
+    monkeypatch.setenv("DAY0_CPU_TIER", "auto")
+    oob_kernel[(2,)](x, out, 61, BLOCK=32, cpu_tier=None)
+    # the environment is read when a kernel compiles; another constexpr compiles anew
+    assert {t for t, _ in tiers_ran()} <= {"compiled"}
+    monkeypatch.setenv("DAY0_CPU_TIER", "fast")
+    from sdk.errors import ConfigError
+    with pytest.raises(ConfigError, match="DAY0_CPU_TIER is 'fast'; choose one of interp, compiled, auto"):
+        oob_kernel[(2,)](x, out, 61, BLOCK=16)
+
+
+def test_llvm_crash_is_contained():
+    """LLVM (built with its internal checks) aborts on some loops: the compile runs in a child
+    process, retried with the vectorisers off."""
+    from backends.cpu_interp.compiled import jit
+    body = """
+declare float @llvm.maxnum.f32(float, float)
+define float @f(ptr noalias %x, float %init) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %loop]
+  %acc = phi float [%init, %entry], [%m, %loop]
+  %p = getelementptr float, ptr %x, i64 %i
+  %v = load float, ptr %p
+  %m = call float @llvm.maxnum.f32(float %acc, float %v)
+  %i1 = add i64 %i, 1
+  %c = icmp ult i64 %i1, 127
+  br i1 %c, label %loop, label %exit
+exit:
+  ret float %m
+}
+"""
+    assert len(jit.compile_ir(body)) > 0

@@ -225,6 +225,30 @@ def test_reductions_scans():
 
 
 @triton.jit
+def narrow_sum_kernel(x_ptr, y_ptr, out_ptr, N: tl.constexpr):
+    r = tl.arange(0, N)
+    x = tl.load(x_ptr + r)
+    y = tl.load(y_ptr + r)
+    tl.store(out_ptr, tl.sum(x * y, 0))                      # combined in bf16 / f16, pairwise
+    tl.store(out_ptr + 1, tl.max(x, 0))
+    z = tl.reshape(x * y, (N // 32, 32))
+    tl.store(out_ptr + 2 + tl.arange(0, N // 32), tl.sum(z, 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_narrow_float_sums_pairwise_like_the_interpreter(dtype):
+    N = 1024
+    x, y = torch.randn(N, generator=gen(22)).to(dtype), torch.randn(N, generator=gen(23)).to(dtype)
+
+    def launch(tier, x, y, out):
+        narrow_sum_kernel[(1,)](x, y, out, N=N, cpu_tier=tier)
+    ref, got = both(launch, {"x": x, "y": y}, {"out": ((2 + N // 32,), dtype)})
+    same_bits(ref["out"], got["out"])
+    exact = (x.double() * y.double()).sum().item()
+    assert abs(got["out"][0].item() - exact) <= 0.01 * abs(exact)
+
+
+@triton.jit
 def shapes_kernel(x_ptr, idx_ptr, out_ptr, hist_ptr, N: tl.constexpr):
     r = tl.arange(0, N)
     x = tl.load(x_ptr + r)

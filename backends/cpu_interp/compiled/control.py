@@ -196,6 +196,10 @@ def _for(fx, op, lb, ub, step, *init):
     args = [b.trunc(iv, lb.type) if lb.type != I64 else iv]
     for slot, p, arg in zip(slots, phis, body.args[1:]):
         args.append(_carried_value(fx, slot, p, arg))
+    for slot, p, arg, y in zip(slots, phis, body.args[1:], term.operands):
+        producer = _defining_op(body, y)
+        if slot[0] == "buffer" and producer is not None and producer.name == "tt.dot" and fx.uses.get(id(y)) == 1:
+            fx.destinations[id(y)] = Buf(p[1], shape_of(arg.type), elem_of(arg.type))  # written in place
     fx.scopes.append({})
     try:
         _, yields = fx.emit_block(body, args)

@@ -52,6 +52,7 @@ class FunctionEmitter:
         self.uses, self.nested = _use_counts(func)
         self.defs = {id(r): op for op in func.walk() for r in op.results}
         self.bounds_check = kc.bounds_check
+        self.destinations: dict[int, Buf] = {}  # value -> the buffer its producer should write
         self._range_cache: dict[int, tuple[ir.Value, ir.Value]] = {}
 
     # ------------------------------------------------------------------------------ values
@@ -93,12 +94,17 @@ class FunctionEmitter:
         ptr = self.b.gep(self.scratch, [const_i64(off)], source_etype=I8)
         return Buf(ptr, shape, elem)
 
+    def destination(self, v) -> Buf | None:
+        """The buffer a consumer asked `v`'s producer to write `v` into (a loop-carried value's
+        next buffer), or None: then the producer allocates its own."""
+        return self.destinations.pop(id(v), None)
+
     def materialize(self, t: TV, into: Buf | None = None) -> Buf:
         """`t` in a row-major buffer (itself when it is one already, unless `into` is given)."""
         if isinstance(t, Buf) and into is None:
             return t
-        if into is t:
-            return t
+        if into is t or (isinstance(t, Buf) and into is not None and t.ptr is into.ptr):
+            return into
         out = into or self.alloc(t.shape, t.elem)
 
         def body(idx, accs):
@@ -227,6 +233,13 @@ class FunctionEmitter:
             self.bind(r, v)
 
 
+def vector_width() -> int:
+    """float32 lanes of this CPU's widest vectors (16 with AVX-512, 8 with AVX, else 4)."""
+    from .jit import host_features
+    features = host_features()
+    return 16 if "+avx512f" in features else 8 if "+avx," in features + "," or "+avx2" in features else 4
+
+
 def _size(t: ir.Type) -> int:
     if isinstance(t, ir.IntType):
         return max(1, t.width // 8)
@@ -278,6 +291,7 @@ class KernelCompiler:
         self.arena = 0
         self._op_index = {id(op): k for k, op in enumerate(module.walk())}
         self.declared: dict[str, ir.Function] = {}
+        self.vector_width = vector_width()
 
     def op_index(self, op: Op) -> int:
         return self._op_index[id(op)]

@@ -146,18 +146,21 @@ class NativeKernel:
             return KernelFault(f"scf.for with a non-positive step ({int(rec[2])}), at {where(op)}")
         if kind == FAULT_OOB:
             origin = [by_index.get(k) for k in sorted(op.__dict__.get("origin_args") or ())]
-            return _oob(op, int(rec[2]), int(rec[3]), int(rec[4]), pid, tensors, origin)
+            return _oob(op, int(rec[2]), int(rec[3]), pid, tensors, origin)
         return KernelFault(f"internal: unknown fault kind {kind} at {where(op)}")
 
 
-def _oob(op, lo_addr: int, hi_addr: int, bad: int, pid, tensors: list[DeviceArg], origin) -> KernelFault:
+def _oob(op, lo_addr: int, hi_addr: int, pid, tensors: list[DeviceArg], origin) -> KernelFault:
     """The interpreter's out-of-bounds message (memory.Memory._fault) from the compiled tier's
-    fault record: lowest and highest live address of the faulting program, lowest stray one."""
+    fault record: the lowest and highest live address of the faulting program's access."""
     from ..interp import where
     from .types import pointee
     what = {"tt.load": "load from", "tt.store": "store to"}.get(op.name, "atomic on")
-    width = pointee(op.operands[0].type).width
     known = [a for a in origin if a is not None]
+    width = pointee(op.operands[0].type).width
+    def holds(r, x):
+        return r.address <= x and x + width <= r.address + r.nbytes
+    bad = next((x for x in (lo_addr, hi_addr) if not any(holds(r, x) for r in known)), lo_addr)
     if not known:
         return KernelFault(f"{what} at address {bad:#x}, outside every tensor argument, at {where(op)}")
     arg = known[0] if len(known) == 1 else min(

@@ -25,13 +25,14 @@ def target_machine():
 
 
 def optimize(tm, text: str, vectorize: bool = True):
-    """Parse, verify and optimise (O3, loops vectorised unless told not to). Loops are not
+    """Parse, verify and optimise (O2 with loops vectorised, unless told not to). Loops are not
     unrolled: the vectoriser's interleaving is most of the gain, and unrolling the many
-    constant-trip loop nests of a kernel multiplies code size and compile time about five times."""
+    constant-trip loop nests of a kernel multiplies code size and compile time about five times;
+    O3 over O2 mostly unswitches loops (duplicating them), doubling code generation time."""
     import llvmlite.binding as llvm
     mod = llvm.parse_assembly(text)
     mod.verify()
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto = llvm.create_pipeline_tuning_options(speed_level=2)
     pto.loop_vectorization = vectorize
     pto.slp_vectorization = vectorize
     pto.loop_unrolling = False

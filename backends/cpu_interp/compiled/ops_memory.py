@@ -3,10 +3,12 @@
 A load or store of a block is one loop nest: per element its address and mask (lazy values,
 fused into the loop), a bounds check, then the access where the lane is live. The check, on by
 default, is the interpreter's (memory.py): every live lane must lie inside a tensor argument its
-pointer derives from (provenance.py); the loop accumulates whether one did not, the lowest and
-highest live address and the lowest stray one, and after the loop a failing program returns a
-fault record from which the launcher writes the interpreter's message (tensor, element range,
+pointer derives from (provenance.py), and after the loop a failing program returns a fault record from which the launcher writes the interpreter's message (tensor, element range,
 program, source line). A lane that fails the check is never accessed.
+
+The loop carries the lowest and highest live address (two reductions LLVM vectorises); for a
+pointer into one tensor they decide the check after the loop, and the stray address the message
+names is whichever of them left the tensor.
 """
 from __future__ import annotations
 
@@ -57,44 +59,60 @@ def origins(fx, op) -> list[int]:
 
 
 class Check:
-    """Per-element bounds check of one access: `ok(addr)`, and the accumulators the loop carries
-    (any stray lane, lowest / highest live address, lowest stray address)."""
+    """Per-element bounds check of one access: `lane(addr, live)` gives the lane's access
+    condition (live and inside), and the loop carries the lowest and highest live address (and,
+    for a pointer that may address one of several tensors, whether a lane strayed). After the
+    loop, `finish` faults when a live address left the tensor."""
 
     def __init__(self, fx, op, width: int):
         self.fx, self.op, self.width = fx, op, width
         self.on = fx.bounds_check
         self.ks = origins(fx, op)
+        self.single = len(self.ks) == 1
 
     def init(self) -> list:
-        return [ir.Constant(I1, 0), I64_MAX, I64_MIN, I64_MAX] if self.on else []
+        if not self.on:
+            return []
+        return [I64_MAX, I64_MIN] + ([] if self.single else [ir.Constant(I1, 0)])
+
+    def _limits(self, k: int):
+        b = self.fx.b
+        lo, hi = self.fx.arg_range(k)
+        return lo, b.sub(b.sub(hi, lo), ir.Constant(I64, self.width))
 
     def lane(self, p: ir.Value, live: ir.Value | None, accs: list) -> tuple[ir.Value | None, list]:
-        """(the lane's access condition: live and in bounds, new accumulators)."""
         if not self.on:
             return live, accs
         b = self.fx.b
         a = b.ptrtoint(p, I64)
         ok = None
         for k in self.ks:
-            lo, hi = self.fx.arg_range(k)
-            lim = b.sub(b.sub(hi, lo), ir.Constant(I64, self.width))
+            lo, lim = self._limits(k)
             inside = b.and_(b.icmp_unsigned("<=", b.sub(a, lo), lim), b.icmp_signed(">=", lim, ir.Constant(I64, 0)))
             ok = inside if ok is None else b.or_(ok, inside)
-        stray = b.xor(ok, ir.Constant(I1, 1))
-        if live is not None:
-            stray = b.and_(stray, live)
-        bad, lo_a, hi_a, bad_a = accs
-        bad = b.or_(bad, stray)
+        lo_a, hi_a = accs[:2]
         lo_a = _smin(b, lo_a, a if live is None else b.select(live, a, I64_MAX))
         hi_a = _smax(b, hi_a, a if live is None else b.select(live, a, I64_MIN))
-        bad_a = _smin(b, bad_a, b.select(stray, a, I64_MAX))
-        go = ok if live is None else b.and_(live, ok)
-        return go, [bad, lo_a, hi_a, bad_a]
+        new = [lo_a, hi_a]
+        if not self.single:
+            stray = b.xor(ok, ir.Constant(I1, 1))
+            new.append(b.or_(accs[2], stray if live is None else b.and_(stray, live)))
+        return (ok if live is None else b.and_(live, ok)), new
 
     def finish(self, accs: list) -> None:
-        if self.on:
-            bad, lo_a, hi_a, bad_a = accs
-            self.fx.fail_if(bad, FAULT_OOB, self.op, lambda: [lo_a, hi_a, bad_a])
+        if not self.on:
+            return
+        b = self.fx.b
+        lo_a, hi_a = accs[:2]
+        if self.single:
+            lo, lim = self._limits(self.ks[0])
+            any_live = b.icmp_signed("<=", lo_a, hi_a)
+            off_lo, off_hi = b.sub(lo_a, lo), b.sub(hi_a, lo)
+            bad = b.and_(any_live, b.or_(b.icmp_signed("<", off_lo, ir.Constant(I64, 0)),
+                                         b.icmp_signed(">", off_hi, lim)))
+        else:
+            bad = accs[2]
+        self.fx.fail_if(bad, FAULT_OOB, self.op, lambda: [lo_a, hi_a])
 
 
 def _smin(b, x, y):

@@ -196,6 +196,15 @@ def _insert(idx, axis, k):
     return out
 
 
+def _direct(op) -> bool:
+    """Whether a reduction may run as one running value per output: a one-op associative combine
+    over a type whose every step is exact or computed in float32/64 (where a sum reassociated by
+    the vectoriser differs from the interpreter's pairwise order by rounding only). Narrow floats
+    (f16, bf16, fp8 round every step) and any other combine region go through `_reduce_tree`."""
+    simple = _simple_combine(op)
+    return simple is not None and not elem_of(op.operands[0].type).narrow
+
+
 @rule("tt.reduce")
 def _reduce(fx, op, *xs):
     axis = int(op.attrs["axis"])
@@ -205,6 +214,8 @@ def _reduce(fx, op, *xs):
     out_shape = tuple(d for k, d in enumerate(shape) if k != axis)
     res_elems = [elem_of(r.type) for r in op.results]
     inner = all(d == 1 for d in shape[axis + 1:])  # contiguous along the axis: accumulate per output
+    if not _direct(op):
+        return _reduce_tree(fx, op, tvs, axis, out_shape, res_elems)
 
     def first(idx):
         return [t.at(fx, _insert(idx, axis, ZERO)) for t in tvs]
@@ -253,6 +264,60 @@ def _reduce(fx, op, *xs):
             return accs
         fx.loop(n - 1, step)
     return outs[0] if len(outs) == 1 else outs
+
+
+class _AxisFirst(TV):
+    """Index 0 along `axis` of a buffer, that axis dropped (a tree reduction's result)."""
+
+    def __init__(self, src: Buf, axis: int):
+        self.src, self.axis = src, axis
+        self.shape = tuple(d for k, d in enumerate(src.shape) if k != axis)
+        self.elem, self.cost = src.elem, 1
+
+    def _at(self, fx, idx):
+        return self.src.at(fx, _insert(idx, self.axis, ZERO))
+
+
+def _reduce_tree(fx, op, tvs, axis: int, out_shape, res_elems):
+    """The interpreter's pairwise order: neighbours (2i, 2i+1) combined level by level in a
+    working copy of the operands (an odd last element carried up), so results match it bit for
+    bit and low-precision sums keep their accuracy."""
+    shape = tvs[0].shape
+    work = [fx.materialize(t, into=fx.alloc(shape, e)) for t, e in zip(tvs, res_elems)]
+    n = shape[axis]
+    b = fx.b
+    while n > 1:
+        h = n // 2
+        level = list(shape)
+        level[axis] = h
+
+        def pair(idx, accs):
+            i = idx[axis]
+            two = b.mul(i, const_i64(2))
+            left = [w.at(fx, _with(idx, axis, two)) for w in work]
+            right = [w.at(fx, _with(idx, axis, b.add(two, const_i64(1)))) for w in work]
+            for w, v in zip(work, _combine(fx, op, left, right)):
+                w.put(fx, idx, v)
+            return accs
+        fx.for_each(level, pair)
+        if n % 2:
+            def carry(idx, accs, last=n - 1, to=h):
+                for w in work:
+                    w.put(fx, _insert(idx, axis, const_i64(to)), w.at(fx, _insert(idx, axis, const_i64(last))))
+                return accs
+            fx.for_each(out_shape, carry)
+        n = h + n % 2
+    if not out_shape:
+        vals = [w.at(fx, [ZERO] * len(shape)) for w in work]
+        return vals[0] if len(vals) == 1 else vals
+    outs = [fx.materialize(_AxisFirst(w, axis)) for w in work]
+    return outs[0] if len(outs) == 1 else outs
+
+
+def _with(idx, axis, k):
+    out = list(idx)
+    out[axis] = k
+    return out
 
 
 @rule("tt.scan")
@@ -310,6 +375,73 @@ def _dot(fx, op, a, b, c):
     A = fx.materialize(as_tv(a, ta))
     B = fx.materialize(as_tv(b, tb))
     C = as_tv(c, tc)
+    vw = fx.kc.vector_width
+    dest = fx.destination(op.result)
+    if out_e.name == "f32" and ea.reg == F32 and elem_of(tb).reg == F32 and N % vw == 0 and \
+            isinstance(C, (Buf, Splat)):
+        out = dest or fx.alloc((M, N), out_e)
+        _dot_blocked(fx, A, B, C, out, M, N, K, vw)
+        return out
+    return _dot_loops(fx, A, B, C, ea, out_e, M, N, K)
+
+
+def _splat_vec(fx, x, vt):
+    b = fx.b
+    v = b.insert_element(ir.Constant(vt, None), x, ir.Constant(I32, 0))
+    return b.shuffle_vector(v, ir.Constant(vt, None), ir.Constant(ir.VectorType(I32, vt.count), None))
+
+
+def _dot_blocked(fx, A: Buf, B: Buf, C, out: Buf, M: int, N: int, K: int, vw: int) -> None:
+    """out = C + A @ B in float32 by a register-blocked micro-kernel: MR rows x NR columns of
+    accumulators stay in vector registers for the whole k loop (per k: NR/vw loads of B, MR
+    broadcasts of A, MR*NR/vw fused multiply-adds)."""
+    b = fx.b
+    vt = ir.VectorType(F32, vw)
+    nv = 2 if N % (2 * vw) == 0 else 1
+    fma = fx.kc.intrinsic(f"llvm.fmuladd.v{vw}f32", vt, [vt, vt, vt])
+
+    def vec_at(buf: Buf, i, j):
+        return b.gep(buf.ptr, [b.add(b.mul(i, const_i64(buf.shape[1])), j)], source_etype=F32)
+
+    def block(i0, rows: int, jb):
+        j0 = b.mul(jb, const_i64(nv * vw))
+        init = []
+        for r in range(rows):
+            i = b.add(i0, const_i64(r))
+            for v in range(nv):
+                j = b.add(j0, const_i64(v * vw))
+                if isinstance(C, Splat):
+                    init.append(_splat_vec(fx, C.value, vt))
+                else:
+                    init.append(b.load(vec_at(C, i, j), typ=vt, align=4))
+
+        def kstep(k, accs):
+            bs = [b.load(vec_at(B, k, b.add(j0, const_i64(v * vw))), typ=vt, align=4) for v in range(nv)]
+            new = []
+            for r in range(rows):
+                a_rk = b.load(b.gep(A.ptr, [b.add(b.mul(b.add(i0, const_i64(r)), const_i64(K)), k)],
+                                    source_etype=F32), typ=F32)
+                av = _splat_vec(fx, a_rk, vt)
+                for v in range(nv):
+                    new.append(b.call(fma, [av, bs[v], accs[r * nv + v]]))
+            return new
+        accs = fx.loop(K, kstep, init)
+        for r in range(rows):
+            i = b.add(i0, const_i64(r))
+            for v in range(nv):
+                b.store(accs[r * nv + v], vec_at(out, i, b.add(j0, const_i64(v * vw))), align=4)
+
+    mr = 4 if M >= 4 else M
+    full = M // mr
+    fx.loop(full, lambda ib, accs: fx.loop(N // (nv * vw), lambda jb, a2: (
+        block(b.mul(ib, const_i64(mr)), mr, jb), a2)[1], accs))
+    for r in range(full * mr, M):
+        fx.loop(N // (nv * vw), lambda jb, a2: (block(const_i64(r), 1, jb), a2)[1])
+
+
+def _dot_loops(fx, A: Buf, B: Buf, C, ea, out_e, M: int, N: int, K: int):
+    """out = C + A @ B by plain loop nests (i, k, j: LLVM vectorises the j loop); accumulates in
+    float32 (float64 for f64, int32 / int64 for integers) and rounds to the result type once."""
     if out_e.is_int:
         acc_t = I32 if out_e.reg.width <= 32 else I64
         work = elem("i32" if acc_t == I32 else "i64")
@@ -320,42 +452,42 @@ def _dot(fx, op, a, b, c):
     acc = fx.alloc((M, N), work)
     bd = fx.b
 
-    def widen(v, e):
+    def widen(v):
         if acc_t in (F32, F64):
             return v if v.type == acc_t else bd.fpext(v, acc_t)
         return bd.sext(v, acc_t) if v.type.width < acc_t.width else v
 
-    def zero(idx, accs):
-        acc.put(fx, idx, ir.Constant(acc_t, None))
+    def init(idx, accs):
+        acc.put(fx, idx, widen(C.at(fx, idx)))
         return accs
-    fx.for_each((M, N), zero)
+    fx.for_each((M, N), init)
 
     def row(i, accs):
         def kstep(k, accs2):
-            aik = widen(A.at(fx, [i, k]), ea)
+            aik = widen(A.at(fx, [i, k]))
 
             def col(j, accs3):
                 cur = acc.at(fx, [i, j])
-                bkj = widen(B.at(fx, [k, j]), ea)
+                bkj = widen(B.at(fx, [k, j]))
                 new = _fmuladd(fx, aik, bkj, cur) if acc_t in (F32, F64) else bd.add(cur, bd.mul(aik, bkj))
                 acc.put(fx, [i, j], new)
                 return accs3
             return fx.loop(N, col, accs2)
         return fx.loop(K, kstep, accs)
     fx.loop(M, row)
+    if out_e.name == work.name:
+        return acc
     out = fx.alloc((M, N), out_e)
 
-    def add_c(idx, accs):
+    def narrow(idx, accs):
         s = acc.at(fx, idx)
-        cv = widen(C.at(fx, idx), out_e)
         if acc_t in (F32, F64):
-            v = finish(fx, bd.fadd(s, cv), out_e.name)
+            v = finish(fx, s, out_e.name)
         else:
-            v = bd.add(s, cv)
-            v = v if out_e.reg == v.type else bd.trunc(v, out_e.reg)
+            v = s if out_e.reg == s.type else bd.trunc(s, out_e.reg)
         out.put(fx, idx, v)
         return accs
-    fx.for_each((M, N), add_c)
+    fx.for_each((M, N), narrow)
     return out
 
 

@@ -112,6 +112,11 @@ class TieredKernel:
         self.compiled_detail = detail
         self.name = module.entry.name
 
+    @property
+    def entry(self):
+        """The kernel's function (sdk.ttir.Func), as the interpreter's Program has it."""
+        return self.module.entry
+
     def interp(self):
         if self._interp is None:
             self._interp = self._interp_factory()

@@ -48,11 +48,16 @@ class CpuInterpBackend(Backend):
             options = dataclasses.replace(options, supported_fp8_dtypes=("fp8e5", "fp8e4nv", "fp8e4b15"))
         return tiers.CpuOptions(**options.__dict__, **tiers.resolve(opts))
 
+    def stages(self, options: Options) -> list:
+        """Triton's TTIR passes, then "llir" (the compiled tier's LLVM IR, or why the interpreter
+        runs the kernel) and the binary "ttir_cpu" (tier.py)."""
+        from sdk.stages import Stage, triton_passes
+        return [triton_passes(self.ttir_passes), Stage("llir", tiers.emit_stage, takes="ir"),
+                Stage(self.binary_ext, tiers.assemble_stage)]
+
     def lower(self, module: Module, options: Options) -> Artifact:
-        """The interpreter's program (built once: a bad attribute fails at compile time) and, with
-        the compiled tier selected, the native object (tier.py)."""
-        Program(module, self.lowering)
-        data, tier, why = tiers.lower(module, options)
+        """The two stages after "ttir" at once, for callers that lower a module directly."""
+        data, tier, why = tiers.lower(self, module, options)
         return Artifact(data, {"shared": scratch_bytes(module), "day0_tier": tier, "day0_tier_detail": why})
 
     def load(self, artifact: bytes, kernel: KernelInfo) -> tiers.TieredKernel:

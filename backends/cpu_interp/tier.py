@@ -10,7 +10,10 @@ tier's kernels apart):
 the interpreter; "compiled" also warns, once per kernel, when one falls back. Bounds checks stay
 on in compiled code unless `cpu_bounds_check=False` (or DAY0_CPU_BOUNDS_CHECK=0).
 
-The artifact `lower` returns holds the TTIR text always (fault messages name its source lines,
+Compilation is two stages after Triton's TTIR passes (the backend's `stages`): "llir", the day0 IR
+lowered to LLVM IR by the compiled tier's emitter (or a note of why the interpreter runs the
+kernel), and "ttir_cpu", the binary. Both are cached by Triton and dumpable like its own stages
+(TRITON_KERNEL_DUMP, DAY0_DUMP_STAGES=llir). The binary holds the TTIR text always (fault messages name its source lines,
 and a fallback runs it) and the native object when there is one. `TieredKernel.tier` and
 `.tier_detail` say what ran the latest launch and why; `take_stats` gives the same per kernel.
 """
@@ -78,25 +81,74 @@ def unpack(artifact: bytes) -> tuple[bytes, str, str, bytes | None, dict]:
     return ttir, head["tier"], head["detail"], obj, head["meta"]
 
 
-def lower(module, options: CpuOptions) -> tuple[bytes, str, str]:
-    """(artifact, tier, why) for a checked module."""
+# ----------------------------------------------------------------------------------- stages
+#: what the "llir" stage says for a kernel the interpreter runs (its first line; the reason follows)
+INTERP_NOTE = "; cpu_interp runs this kernel on the interpreter: "
+
+
+def emit_stage(module, ctx) -> str:
+    """The "llir" stage: the day0 IR -> LLVM IR text (the compiled tier), or a one-line note of
+    why the interpreter runs the kernel. Every kernel is also built once as an interpreter
+    program here, so that a bad attribute fails at compile time whichever tier runs it."""
+    from .interp import Program
+    Program(module, ctx.backend.lowering)
+    options = ctx.options
     tier = getattr(options, "cpu_tier", DEFAULT_TIER)
     if tier == "interp":
-        origin = "DAY0_CPU_TIER" if os.environ.get("DAY0_CPU_TIER") else "the default tier"
-        why = f"{origin} is interp"
+        return f"{INTERP_NOTE}the interp tier is selected (option cpu_tier, DAY0_CPU_TIER, or the default)\n"
+    from . import compiled
+    check = getattr(options, "cpu_bounds_check", True)
+    try:
+        text, meta, why = compiled.emit(module, check)
+        if not why:
+            why = compiled.refusal(module, check, tuple(getattr(options, "checks", ()) or ()))
+    except Exception as exc:  # noqa: BLE001 - a compiler bug must not stop the kernel: it runs interpreted
+        text, meta, why = None, {}, f"the compiled tier failed ({type(exc).__name__}: {exc})"
+    if why:
+        if tier == "compiled":
+            warnings.warn(f"cpu_interp: kernel {module.entry.name} runs on the interpreter: {why}", stacklevel=2)
+        return f"{INTERP_NOTE}{why}\n"
+    ctx.metadata["day0_cpu"] = meta
+    return text
+
+
+def assemble_stage(llir: str, ctx) -> "Artifact":
+    """The last stage: LLVM IR -> a native object (jit.py: optimised for this CPU, cached), packed
+    with the TTIR; or the TTIR alone for the interpreter."""
+    from sdk.backend import Artifact
+    from .backend import scratch_bytes
+    module = ctx.ir()
+    data, tier, why = _pack(module, ctx.options, llir, ctx.metadata.pop("day0_cpu", None))
+    return Artifact(data, {"shared": scratch_bytes(module), "day0_tier": tier, "day0_tier_detail": why})
+
+
+def _pack(module, options, llir: str, meta: dict | None) -> tuple[bytes, str, str]:
+    if llir.startswith(INTERP_NOTE):
+        why = llir[len(INTERP_NOTE):].strip()
         return pack(module.text, "interp", why, None, {}), "interp", why
     from . import compiled
-    try:
-        built = compiled.build(module, bounds_check=getattr(options, "cpu_bounds_check", True))
-    except Exception as exc:  # noqa: BLE001 - a compiler bug must not stop the kernel: it runs interpreted
-        built = compiled.Built(None, {}, f"the compiled tier failed ({type(exc).__name__}: {exc})")
+    built = compiled.assemble(module, llir, meta or {}, getattr(options, "cpu_bounds_check", True))
     if built.data is None:
-        if tier == "compiled":
-            warnings.warn(f"cpu_interp: kernel {module.entry.name} runs on the interpreter: {built.refusal}",
-                          stacklevel=2)
         return pack(module.text, "interp", built.refusal, None, {}), "interp", built.refusal
     why = "compiled from the cache" if built.cached else "compiled"
     return pack(module.text, "compiled", why, built.data, built.meta), "compiled", why
+
+
+class _Ctx:
+    """The StageContext slice the stages use, for `lower` called directly."""
+
+    def __init__(self, backend, options, module):
+        self.backend, self.options, self.metadata, self._module = backend, options, {}, module
+
+    def ir(self):
+        return self._module
+
+
+def lower(backend, module, options) -> tuple[bytes, str, str]:
+    """Both stages at once: (artifact, tier, why), for callers of `Backend.lower`."""
+    ctx = _Ctx(backend, options, module)
+    llir = emit_stage(module, ctx)
+    return _pack(module, options, llir, ctx.metadata.pop("day0_cpu", None))
 
 
 # ------------------------------------------------------------------------------- kernel handle

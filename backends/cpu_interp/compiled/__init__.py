@@ -38,10 +38,14 @@ class Built:
     cached: bool = False
 
 
-def refusal(module: Module, bounds_check: bool = True) -> str:
-    """Why the compiled tier does not lower `module` ("" when it does, as far as a walk tells)."""
+def refusal(module: Module, bounds_check: bool = True, checks: tuple = ()) -> str:
+    """Why the compiled tier does not lower `module` ("" when it does, as far as a walk tells);
+    `checks`: the interpreter's run-time checks the options turned on."""
     from .table import TABLE
     from . import control, ops_arith, ops_math, ops_memory, ops_tensor  # noqa: F401  (register rules)
+    if checks:
+        return (f"the {' and '.join(checks)} check{'s run' if len(checks) > 1 else ' runs'} on the interpreter "
+                f"(options.checks, DAY0_CHECK_*)")
     missing = sorted({f"{m.name} ({m.signature})" if m.signature else m.name for m in TABLE.missing(module)})
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
@@ -57,20 +61,14 @@ def refusal(module: Module, bounds_check: bool = True) -> str:
     return ""
 
 
-def build(module: Module, bounds_check: bool = True) -> Built:
-    """Compile `module` (or take it from the cache)."""
+def emit(module: Module, bounds_check: bool = True) -> tuple[str | None, dict, str]:
+    """(the kernel's LLVM IR, what the launcher needs, "") or (None, {}, why it is not lowered)."""
     from backends.cpu_interp.provenance import mark_pointer_origins
-    from . import jit
-    from .types import Unsupported
+    from .core import KernelCompiler
+    from .types import Unsupported, elem_of
     why = refusal(module, bounds_check)
     if why:
-        return Built(None, {}, why)
-    key = jit.cache_key(module.text, {"bounds_check": bounds_check})
-    hit = jit.cached(key)
-    if hit is not None:
-        return Built(hit[0], hit[1], cached=True)
-    from .core import KernelCompiler
-    from .types import elem_of
+        return None, {}, why
     mark_pointer_origins(module)
     t0 = time.perf_counter()
     kc = KernelCompiler(module, bounds_check)
@@ -78,16 +76,44 @@ def build(module: Module, bounds_check: bool = True) -> Built:
         text = kc.build()
         params = [elem_of(a.type).name for a in module.entry.args]
     except Unsupported as exc:
-        return Built(None, {}, f"not lowered by the compiled tier: {exc}")
-    t1 = time.perf_counter()
+        return None, {}, f"not lowered by the compiled tier: {exc}"
+    return text, {"params": params, "arena": kc.arena, "emit_s": round(time.perf_counter() - t0, 4)}, ""
+
+
+def cache_key(module: Module, bounds_check: bool = True) -> str:
+    """The object cache's key: the TTIR, the options that shape the code, this compiler's source,
+    llvmlite's and LLVM's versions and the host CPU (jit.cache_key)."""
+    from . import jit
+    return jit.cache_key(module.text, {"bounds_check": bounds_check})
+
+
+def assemble(module: Module, text: str, meta: dict, bounds_check: bool = True) -> Built:
+    """LLVM IR -> the native object (from the cache when it holds this kernel's)."""
+    from . import jit
+    key = cache_key(module, bounds_check)
+    hit = jit.cached(key)
+    if hit is not None:
+        return Built(hit[0], hit[1], cached=True)
+    t0 = time.perf_counter()
     try:
         data = jit.compile_ir(text)
     except jit.CompileError as exc:
         return Built(None, {}, f"LLVM could not compile it: {exc}")
-    meta = {"params": params, "arena": kc.arena, "emit_s": round(t1 - t0, 4),
-            "llvm_s": round(time.perf_counter() - t1, 4)}
+    meta = dict(meta, llvm_s=round(time.perf_counter() - t0, 4))
     jit.store(key, data, meta)
     return Built(data, meta)
+
+
+def build(module: Module, bounds_check: bool = True) -> Built:
+    """Compile `module` (or take it from the cache): `emit`, then `assemble`."""
+    from . import jit
+    hit = jit.cached(cache_key(module, bounds_check))
+    if hit is not None:
+        return Built(hit[0], hit[1], cached=True)
+    text, meta, why = emit(module, bounds_check)
+    if text is None:
+        return Built(None, {}, why)
+    return assemble(module, text, meta, bounds_check)
 
 
 def runtime_refusal() -> str:
@@ -98,4 +124,4 @@ def runtime_refusal() -> str:
     return ""
 
 
-__all__ = ["TIERS", "Built", "build", "refusal", "runtime_refusal"]
+__all__ = ["TIERS", "Built", "assemble", "build", "cache_key", "emit", "refusal", "runtime_refusal"]

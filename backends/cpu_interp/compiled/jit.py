@@ -141,6 +141,7 @@ def compile_ir(text: str) -> bytes:
             try:
                 return _server().request(text, vectorize)
             except _Crashed:
+                _SERVER[0].close()
                 _SERVER[0] = None  # a fresh one for the retry
         raise CompileError("LLVM crashed compiling it (twice, the second time with the vectorisers off)")
 
@@ -162,6 +163,15 @@ class _Server:
                 "m = u.module_from_spec(s); s.loader.exec_module(m); m.serve()")
         self.proc = subprocess.Popen([sys.executable, "-S", "-c", boot, str(script)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_server_env())
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - exiting anyway
+            self.proc.kill()
+        for f in (self.proc.stdout,):
+            f.close()
 
     def request(self, text: str, vectorize: bool) -> bytes:
         data = text.encode()
@@ -188,8 +198,23 @@ _SERVER: list[_Server | None] = [None]
 def _server() -> _Server:
     srv = _SERVER[0]
     if srv is None or srv.proc.poll() is not None:
+        if srv is not None:
+            srv.close()
         srv = _SERVER[0] = _Server()
+        if not _EXIT_HOOK:
+            import atexit
+            atexit.register(_close_server)
+            _EXIT_HOOK.append(True)
     return srv
+
+
+_EXIT_HOOK: list = []
+
+
+def _close_server() -> None:
+    if _SERVER[0] is not None:
+        _SERVER[0].close()
+        _SERVER[0] = None
 
 
 def _server_env() -> dict:

@@ -171,12 +171,7 @@ _PRED = {"__nv_isnanf": is_nan, "__nv_isnand": is_nan, "__nv_isinff": _isinf, "_
          "__nv_finitef": _isfinite, "__nv_isfinited": _isfinite}
 
 
-def _supported(op) -> bool:
-    sym = op.attrs.get("symbol")
-    return sym in EXTERN or sym in _PRED
-
-
-@TABLE.rule("tt.extern_elementwise", accepts=_supported)
+@TABLE.rule("tt.extern_elementwise", attrs={"symbol": sorted(set(EXTERN) | set(_PRED))})
 def _extern(fx, op, *vals):
     sym = op.attrs["symbol"]
     out = res(op)

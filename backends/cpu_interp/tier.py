@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import threading
 import warnings
 from dataclasses import dataclass
@@ -62,9 +61,11 @@ def resolve(opts: dict) -> dict:
 
 # ------------------------------------------------------------------------------------ artifact
 def pack(ttir: str, tier: str, detail: str, data: bytes | None, meta: dict) -> bytes:
+    """MAGIC, a one-line JSON header (tier, why, launcher facts, section sizes), the TTIR text,
+    the native object (if any): text up to the object, so that Triton's cache files stay readable."""
     head = json.dumps({"tier": tier, "detail": detail, "meta": meta, "ttir": len(ttir.encode()),
                        "object": len(data or b"")}).encode()
-    return _MAGIC + struct.pack("<I", len(head)) + head + ttir.encode() + (data or b"")
+    return _MAGIC + head + b"\n" + ttir.encode() + (data or b"")
 
 
 def unpack(artifact: bytes) -> tuple[bytes, str, str, bytes | None, dict]:
@@ -72,12 +73,21 @@ def unpack(artifact: bytes) -> tuple[bytes, str, str, bytes | None, dict]:
     if not artifact.startswith(_MAGIC):
         return artifact, "interp", "", None, {}
     at = len(_MAGIC)
-    (n,) = struct.unpack_from("<I", artifact, at)
-    head = json.loads(artifact[at + 4:at + 4 + n])
-    at += 4 + n
+    try:
+        end = artifact.index(b"\n", at)
+        head = json.loads(artifact[at:end])
+        at = end + 1
+        head["ttir"], head["object"] = int(head["ttir"]), int(head["object"])
+    except (ValueError, KeyError, TypeError):
+        from sdk.ttir import TTIRSyntaxError
+        raise TTIRSyntaxError("a cpu_interp artifact whose header is cut or corrupted") from None
+    # a cut TTIR section is left to the TTIR reader, which says where the text ends
     ttir = artifact[at:at + head["ttir"]]
     at += head["ttir"]
     obj = artifact[at:at + head["object"]] if head["object"] else None
+    if obj is not None and len(obj) != head["object"] and len(ttir) == head["ttir"]:
+        from sdk.ttir import TTIRSyntaxError
+        raise TTIRSyntaxError("a cpu_interp artifact whose native object is cut (a damaged cache file?)")
     return ttir, head["tier"], head["detail"], obj, head["meta"]
 
 

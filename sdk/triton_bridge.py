@@ -54,10 +54,14 @@ def _code_fingerprint(backend_cls: type) -> str:
     digest = hashlib.sha256()
     here = Path(__file__).parent
     roots = [here / "ttir", Path(__file__), here / "stages.py", here / "capabilities.py", here / "lowering.py"]
-    module = sys.modules.get(backend_cls.__module__)
-    if module is not None and getattr(module, "__file__", None):
-        # the package the backend class lives in; a module outside any package stands alone
-        roots.append(Path(module.__file__).parent if getattr(module, "__package__", "") else Path(module.__file__))
+    for cls in backend_cls.__mro__:  # the backend's package and those of the backends it builds on
+        module = sys.modules.get(cls.__module__)
+        if module is None or not getattr(module, "__file__", None) or cls.__module__.startswith(("sdk.", "builtins", "abc")):
+            continue
+        # the package the class lives in; a module outside any package stands alone
+        root = Path(module.__file__).parent if getattr(module, "__package__", "") else Path(module.__file__)
+        if root not in roots:
+            roots.append(root)
     for root in roots:
         for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
             try:

@@ -32,7 +32,7 @@ from sdk.errors import ConfigError
 from .compiled import TIERS
 
 DEFAULT_TIER = "interp"
-_MAGIC = b"day0-cpu-tiered 1\n"
+_MAGIC = b"day0-cpu-tiered 2 "
 
 
 @dataclass(frozen=True)

@@ -179,6 +179,11 @@ class TieredKernel:
         """The kernel's function (sdk.ttir.Func), as the interpreter's Program has it."""
         return self.module.entry
 
+    @property
+    def flags(self) -> dict:
+        """The interpreter's check flags (from the options); a kernel with any set stays on it."""
+        return self.interp().flags
+
     def interp(self):
         if self._interp is None:
             self._interp = self._interp_factory()

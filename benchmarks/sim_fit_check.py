@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         launches = launches_for(key, r["arch"])
         if isinstance(launches, str):
-            if "not supported in this architecture" in launches:
+            if "not supported in this architecture" in launches or launches.startswith("OutOfResources"):
                 row.update(fits=False, why=[launches], launches=[])
             else:
                 row["error"] = launches

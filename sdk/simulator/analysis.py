@@ -13,7 +13,7 @@ shape and where each operand comes from (a load inside the dot's loop, which a G
 pipelines through staged buffers; a load outside it; a computed value), every loop with its trip
 count and the bytes one iteration loads, the access pattern of each load (contiguous along the
 fastest axis, strided, or indirect through loaded indices) and the largest tensors a program reduces
-or reshapes (scratch on chip).
+or transposes (scratch on chip).
 """
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ class LaunchCounts:
     load_rounds: float = 0.0           # dependent rounds of loads per program (latency chain)
     reduce_bytes: int = 0              # largest tensor reduced or scanned across a program
     reductions: float = 0.0            # reductions and scans a program runs (cross-lane latency each)
-    reshape_bytes: int = 0             # largest tensor transposed, reshaped, joined or split
+    reshape_bytes: int = 0             # largest tensor transposed or gathered (through shared memory)
     addresses: dict = field(default_factory=dict)     # arg name -> (base address, bytes): reuse across launches
 
     @property
@@ -222,7 +222,9 @@ _LOADS = ("tt.load", "tt.descriptor_load")
 _PASS = ("tt.trans", "tt.reshape", "tt.broadcast", "tt.expand_dims", "arith.extf", "arith.truncf",
          "tt.fp_to_fp", "arith.sitofp", "arith.uitofp", "tt.bitcast", "arith.bitcast", "ttg.convert_layout")
 _FREE_INT = ("arith.constant", "arith.index_cast", "arith.extsi", "arith.extui", "arith.trunci", "arith.bitcast")
-_RESHAPES = ("tt.trans", "tt.reshape", "tt.join", "tt.split", "tt.gather", "tt.histogram", "tt.cat")
+#: ops whose result a GPU compiler builds through shared memory (a transpose, a gather across lanes);
+#: reshapes, joins and splits stay in registers
+_RESHAPES = ("tt.trans", "tt.gather", "tt.histogram")
 
 
 class _Walker:

@@ -183,5 +183,5 @@ def _copies(src: str, operand: int, stages: int, path: str, bits: int) -> int:
 
 def _scratch(c: LaunchCounts, st: Staging) -> int:
     """Reductions across warps, layout conversions and the epilogue, outside the staged loops:
-    at most one tile's worth (the largest reduced or reshaped tensor) and usually far less."""
+    at most one tile's worth (the largest reduced or transposed tensor) and usually far less."""
     return max(min(c.reduce_bytes // 4, 4096), c.reshape_bytes)

@@ -325,6 +325,32 @@ def test_dot(dtype):
         torch.testing.assert_close(got["c"].float(), ref["c"].float(), rtol=tol, atol=tol)
 
 
+@triton.jit
+def mx_kernel(a_ptr, b_ptr, s_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    m, n, k = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    b = tl.load(b_ptr + tl.arange(0, K // 2)[:, None] * N + n[None, :])         # e2m1, two per byte along K
+    s = tl.load(s_ptr + n[:, None] * (K // 32) + tl.arange(0, K // 32)[None, :])  # e8m0 per 32 along K
+    c = tl.dot_scaled(a, None, "bf16", b, s, "e2m1")
+    tl.store(c_ptr + m[:, None] * N + n[None, :], c)
+
+
+def test_dot_scaled_mxfp4():
+    M, N, K = 16, 32, 64
+    a = torch.randn(M, K, generator=gen(24)).to(torch.bfloat16)
+    b = torch.randint(0, 256, (K // 2, N), generator=gen(25), dtype=torch.uint8)
+    sc = torch.randint(120, 134, (N, K // 32), generator=gen(26), dtype=torch.uint8)
+
+    def launch(tier, a, b, sc, c):
+        mx_kernel[(1,)](a, b, sc, c, M=M, N=N, K=K, cpu_tier=tier)
+    ref, got = both(launch, {"a": a, "b": b, "sc": sc}, {"c": ((M, N), torch.float32)})
+    table = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+    w = torch.stack([table[(b & 0xF).long()], table[(b >> 4).long()]], dim=1).reshape(K, N)
+    w = w * torch.exp2(sc.float() - 127).repeat_interleave(32, dim=1).T
+    torch.testing.assert_close(got["c"], a.float() @ w, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(got["c"], ref["c"], rtol=1e-5, atol=1e-5)
+
+
 # ------------------------------------------------------------------------------ control flow
 @triton.jit
 def control_kernel(out_ptr, lens_ptr, BLOCK: tl.constexpr):

@@ -491,6 +491,117 @@ def _dot_loops(fx, A: Buf, B: Buf, C, ea, out_e, M: int, N: int, K: int):
     return out
 
 
+# ------------------------------------------------------------------------------- dot_scaled
+_E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+
+
+class _E2M1Unpack(TV):
+    """Packed e2m1 operand bytes -> float32 values, two per byte along `axis` (low nibble first)."""
+
+    def __init__(self, src: TV, axis: int):
+        self.src, self.axis = src, axis
+        shape = list(src.shape)
+        shape[axis] *= 2
+        self.shape, self.elem, self.cost = tuple(shape), elem("f32"), src.cost + 4
+
+    def _at(self, fx, idx):
+        b = fx.b
+        i = idx[self.axis]
+        byte = self.src.at(fx, _with(idx, self.axis, b.lshr(i, const_i64(1))))
+        byte = b.zext(byte, I32) if byte.type.width < 32 else b.trunc(byte, I32)
+        odd = b.trunc(b.and_(i, const_i64(1)), I32)
+        nib = b.and_(b.lshr(byte, b.mul(odd, ir.Constant(I32, 4))), ir.Constant(I32, 0xF))
+        table = _global_table(fx, "day0_e2m1", _E2M1)
+        return b.load(b.gep(table, [b.zext(nib, I64)], source_etype=F32), typ=F32)
+
+
+def _global_table(fx, name: str, values: list[float]) -> ir.GlobalVariable:
+    g = fx.kc.ir.globals.get(name)
+    if g is None:
+        ty = ir.ArrayType(F32, len(values))
+        g = ir.GlobalVariable(fx.kc.ir, ty, name=name)
+        g.global_constant = True
+        g.linkage = "internal"
+        g.initializer = ir.Constant(ty, values)
+    return g
+
+
+class _MXScaled(TV):
+    """An operand times its e8m0 scales (2**(byte - 127), 0xFF NaN): element [.., k, ..] by
+    scale[row, k // group], `row` the operand's other axis."""
+
+    def __init__(self, src: TV, scale: TV, k_axis: int):
+        self.src, self.scale, self.k_axis = src, scale, k_axis
+        self.group = src.shape[k_axis] // scale.shape[-1]
+        self.shape, self.elem, self.cost = src.shape, elem("f32"), src.cost + scale.cost + 4
+
+    def _at(self, fx, idx):
+        b = fx.b
+        row = idx[1 - self.k_axis]
+        k = idx[self.k_axis]
+        byte = self.scale.at(fx, [row, b.udiv(k, const_i64(self.group))])
+        byte = b.zext(byte, I32) if byte.type.width < 32 else b.trunc(byte, I32)
+        bits = b.shl(byte, ir.Constant(I32, 23))  # 2**(byte-127) as a float32 exponent (byte 0: zero)
+        sc = b.bitcast(bits, F32)
+        sc = b.select(b.icmp_unsigned("==", byte, ir.Constant(I32, 0)), ir.Constant(F32, 2.0 ** -127), sc)
+        sc = b.select(b.icmp_unsigned("==", byte, ir.Constant(I32, 0xFF)), ir.Constant(F32, float("nan")), sc)
+        v = self.src.at(fx, idx)
+        return b.fmul(v if v.type == F32 else b.fpext(v, F32), sc)
+
+
+class _AsF32(TV):
+    def __init__(self, src: TV):
+        self.src, self.shape, self.elem, self.cost = src, src.shape, elem("f32"), src.cost
+
+    def _at(self, fx, idx):
+        v = self.src.at(fx, idx)
+        if v.type == F32:
+            return v
+        if v.type == F64:
+            return fx.b.fptrunc(v, F32)
+        return fx.b.sitofp(v, F32)
+
+
+def _scale_presence(op, n: int) -> tuple[bool, bool]:
+    if "has_a_scale" in op.attrs:
+        return bool(op.attrs["has_a_scale"]), bool(op.attrs["has_b_scale"])
+    seg = op.attrs.get("operandSegmentSizes") or op.attrs.get("operand_segment_sizes")
+    if seg is not None and len(seg) == 5:
+        return bool(seg[3]), bool(seg[4])
+    return n >= 1, n >= 2
+
+
+@rule("tt.dot_scaled")
+def _dot_scaled(fx, op, a, b, c, *scales):
+    """Microscaled dot (OCP MX), as the interpreter computes it: operands in e2m1 (two per byte),
+    e4m3, e5m2, bf16 or fp16, optionally scaled by e8m0 bytes (one per 32 elements along K),
+    multiplied and accumulated in float32."""
+    has_a, has_b = _scale_presence(op, len(scales))
+    scales = list(scales)
+    sa = as_tv(scales.pop(0), op.operands[3].type) if has_a else None
+    sb = as_tv(scales.pop(0), op.operands[3 + has_a].type) if has_b else None
+    A, B = as_tv(a, op.operands[0].type), as_tv(b, op.operands[1].type)
+    A = _E2M1Unpack(A, 1 if op.attrs.get("lhs_k_pack", True) else 0) if str(op.attrs.get("lhs")) == "e2m1" \
+        else _AsF32(A)
+    B = _E2M1Unpack(B, 0 if op.attrs.get("rhs_k_pack", True) else 1) if str(op.attrs.get("rhs")) == "e2m1" \
+        else _AsF32(B)
+    if sa is not None:
+        A = _MXScaled(A, sa, k_axis=1)
+    if sb is not None:
+        B = _MXScaled(B, sb, k_axis=0)
+    M, K = A.shape
+    N = B.shape[1]
+    out_e = elem_of(op.result.type)
+    Abuf, Bbuf = fx.materialize(A), fx.materialize(B)
+    C = as_tv(c, op.operands[2].type)
+    dest = fx.destination(op.result)
+    if out_e.name == "f32" and N % fx.kc.vector_width == 0 and isinstance(C, (Buf, Splat)):
+        out = dest or fx.alloc((M, N), out_e)
+        _dot_blocked(fx, Abuf, Bbuf, C, out, M, N, K, fx.kc.vector_width)
+        return out
+    return _dot_loops(fx, Abuf, Bbuf, C, elem("f32"), out_e, M, N, K)
+
+
 # ------------------------------------------------------------------------------ histogram
 @rule("tt.histogram")
 def _histogram(fx, op, x, mask=None):

@@ -475,6 +475,42 @@ def test_bounds_checks_can_be_turned_off():
     assert torch.equal(out[:97], x[:97])
 
 
+@triton.jit
+def table_kernel(tables_ptr, lens_ptr, out_ptr, BLOCK: tl.constexpr):
+    g = tl.program_id(0)
+    src = tl.load(tables_ptr + g).to(tl.pointer_type(tl.float32))  # a raw pointer from a table
+    n = tl.load(lens_ptr + g)
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + g * BLOCK + offs, tl.load(src + offs, mask=offs < n, other=-1.0))
+
+
+def test_raw_pointers_from_a_table_checked_like_the_interpreter():
+    parts = [torch.randn(n, generator=gen(30 + n)) for n in (5, 16, 9)]
+    tables = torch.tensor([p.data_ptr() for p in parts], dtype=torch.int64)
+    lens = torch.tensor([5, 16, 9], dtype=torch.int32)
+
+    def launch(tier, tables, lens, out):
+        table_kernel[(3,)](tables, lens, out, BLOCK=16, cpu_tier=tier)
+    ref, got = both(launch, {"tables": tables, "lens": lens}, {"out": ((3, 16), torch.float32)})
+    same_bits(ref["out"], got["out"])
+    assert torch.equal(got["out"][1], parts[1])
+    from backends.cpu_interp import extra_tensors
+    messages = []
+    for tier in ("interp", "compiled"):
+        bad = torch.tensor([8, parts[1].data_ptr(), parts[2].data_ptr()], dtype=torch.int64)  # unmapped
+        with pytest.raises(KernelFault) as exc:
+            table_kernel[(3,)](bad, lens, torch.empty(48), BLOCK=16, cpu_tier=tier)
+        messages.append(str(exc.value))
+        far = tables.clone()
+        far[1] += 1 << 22  # 4 MiB past parts[1]: outside every registered tensor
+        with extra_tensors(parts), pytest.raises(KernelFault) as exc:
+            table_kernel[(3,)](far, lens, torch.empty(48), BLOCK=16, cpu_tier=tier)
+        messages.append(str(exc.value))
+    assert messages[0] == messages[2] and "address 0x8 through a raw pointer in program (0, 0, 0)" in messages[2]
+    for m in (messages[1], messages[3]):  # against whichever tensor lies nearest (heap layout varies)
+        assert m.startswith("out-of-bounds load from '") and "in program (1, 0, 0)" in m
+
+
 # ------------------------------------------------------------------------------- fallbacks
 @triton.jit
 def print_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):

@@ -33,7 +33,7 @@ ZERO32 = ir.Constant(I32, 0)
 ALIGN = 64
 
 #: fault kinds (fault[0]); the launcher turns each into the interpreter's message
-FAULT_OOB, FAULT_ASSERT, FAULT_STEP = 1, 2, 3
+FAULT_OOB, FAULT_ASSERT, FAULT_STEP, FAULT_RAW = 1, 2, 3, 4
 #: materialise a lazy value with several uses (or used in a nested region) from this cost on
 KEEP_COST = 3
 
@@ -200,6 +200,48 @@ class FunctionEmitter:
             hit = self._range_cache[k] = (lo, hi)
         return hit
 
+    def _ranges_word(self, k: int) -> ir.Value:
+        b = self.b
+        with b.goto_entry_block():
+            return b.load(b.gep(self.ranges, [const_i64(k)], source_etype=I64), typ=I64)
+
+    def raw_regions(self) -> tuple[ir.Value, ir.Value]:
+        """(count, pointer to [first byte, end) i64 pairs) of every tensor of the launch: after the
+        parameters' ranges come the callback, the strict flag, the count, then the regions."""
+        n = 2 * len(self.func.args)
+        count = self._ranges_word(n + 2)
+        with self.b.goto_entry_block():
+            regions = self.b.gep(self.ranges, [const_i64(n + 3)], source_etype=I64)
+        return count, regions
+
+    def raw_mapped(self, lo: ir.Value, hi: ir.Value, write: bool) -> ir.Value:
+        """Whether [lo, hi) is memory the process may access (the launcher's callback; always
+        false when tensors were registered with extra_tensors: raw pointers must stay inside
+        them)."""
+        b = self.b
+        n = 2 * len(self.func.args)
+        strict = self._ranges_word(n + 1)
+        callback = b.inttoptr(self._ranges_word(n), PTR)
+        ask = self.fn.append_basic_block("ask_mapped")
+        done = self.fn.append_basic_block("asked")
+        pre = b.block
+        need = b.and_(b.icmp_signed("<", lo, hi), b.icmp_unsigned("==", strict, const_i64(0)))
+        b.cbranch(need, ask, done)
+        b.position_at_end(ask)
+        rc = self._call_ptr(callback, [lo, hi, const_i64(int(write))])
+        yes = b.icmp_unsigned("!=", rc, const_i64(0))
+        asked = b.block
+        b.branch(done)
+        b.position_at_end(done)
+        ok = b.phi(I1)
+        ok.add_incoming(ir.Constant(I1, 0), pre)
+        ok.add_incoming(yes, asked)
+        return ok
+
+    def _call_ptr(self, fnptr: ir.Value, args: list) -> ir.Value:
+        ty = ir.FunctionType(I64, [a.type for a in args])
+        return self.b.call(_Indirect(fnptr, ty), args)
+
     # ------------------------------------------------------------------------------ blocks
     def emit_block(self, block: Block, args: list) -> tuple[Op | None, list]:
         """Bind `block`'s arguments, emit its ops; return its terminator and the terminator's
@@ -231,6 +273,16 @@ class FunctionEmitter:
             outs = list(out)
         for r, v in zip(op.results, outs):
             self.bind(r, v)
+
+
+class _Indirect:
+    """A function pointer as a call's callee (llvmlite calls a Function; this gives it the type)."""
+
+    def __init__(self, ptr: ir.Value, fnty: ir.FunctionType):
+        self.ptr, self.function_type, self.type = ptr, fnty, ptr.type
+
+    def get_reference(self) -> str:
+        return self.ptr.get_reference()
 
 
 def vector_width() -> int:

@@ -19,7 +19,7 @@ from sdk.backend import DeviceArg, TensorDescArg
 from sdk.errors import KernelFault
 
 from . import jit
-from .core import FAULT_ASSERT, FAULT_OOB, FAULT_STEP
+from .core import FAULT_ASSERT, FAULT_OOB, FAULT_RAW, FAULT_STEP
 
 _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                            ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
@@ -69,7 +69,7 @@ class NativeKernel:
         total = gx * gy * gz
         if total == 0:
             return
-        words, ranges, by_index = self._pack(args)
+        words, ranges, by_index = self._pack(args, list(extra))
         tensors = list(by_index.values()) + list(extra)
         a_ptr, r_ptr = words.ctypes.data, ranges.ctypes.data
         n_workers = workers()
@@ -101,12 +101,20 @@ class NativeKernel:
             raise self._fault(first, tensors, by_index)
         _ = (words, ranges)  # alive until every program is done
 
-    def _pack(self, args) -> tuple[np.ndarray, np.ndarray, dict[int, DeviceArg]]:
-        """(one i64 word per parameter, [first byte, end] per parameter, the tensor arguments by
-        parameter position)."""
+    def _pack(self, args, extra: list[DeviceArg]) -> tuple[np.ndarray, np.ndarray, dict[int, DeviceArg]]:
+        """(one i64 word per parameter; [first byte, end) per parameter, then what raw-pointer
+        checks read: the mapped-memory callback, whether extra tensors were registered (then raw
+        pointers must stay inside tensors), and every tensor's [first byte, end); the tensor
+        arguments by parameter position)."""
         n = len(self.params)
         words = np.zeros(max(n, 1), np.int64)
-        ranges = np.zeros(2 * max(n, 1), np.int64)
+        known = [a for a in args if isinstance(a, DeviceArg)] + list(extra)
+        ranges = np.zeros(2 * n + 3 + 2 * len(known), np.int64)
+        ranges[2 * n] = _MAPPED_ADDR
+        ranges[2 * n + 1] = int(bool(extra))
+        ranges[2 * n + 2] = len(known)
+        for k, a in enumerate(known):
+            ranges[2 * n + 3 + 2 * k], ranges[2 * n + 4 + 2 * k] = a.address, a.address + a.nbytes
         tensors = {}
         for k, (kind, a) in enumerate(zip(self.params, args)):
             if isinstance(a, TensorDescArg):
@@ -144,10 +152,76 @@ class NativeKernel:
                                + (f" ({msg})" if msg else ""))
         if kind == FAULT_STEP:
             return KernelFault(f"scf.for with a non-positive step ({int(rec[2])}), at {where(op)}")
+        if kind == FAULT_RAW:
+            return _raw(op, int(rec[2]), int(rec[3]), bool(rec[4]), pid, tensors,
+                        strict=len(tensors) > len(by_index))
         if kind == FAULT_OOB:
             origin = [by_index.get(k) for k in sorted(op.__dict__.get("origin_args") or ())]
             return _oob(op, int(rec[2]), int(rec[3]), pid, tensors, origin)
         return KernelFault(f"internal: unknown fault kind {kind} at {where(op)}")
+
+
+def _raw(op, lo: int, hi: int, write: bool, pid, tensors: list[DeviceArg], strict: bool) -> KernelFault:
+    """The interpreter's faults for a raw pointer that left every tensor of the launch: against the
+    nearest tensor when tensors were registered with extra_tensors, else at the first address of
+    the stray span that no mapping of the process covers."""
+    from ..interp import where
+    from .types import pointee
+    what = {"tt.load": "load from", "tt.store": "store to"}.get(op.name, "atomic on")
+    width = pointee(op.operands[0].type).width
+    if strict and tensors:
+        below = [t for t in tensors if t.address <= lo]
+        arg = max(below, key=lambda t: t.address) if below else min(tensors, key=lambda t: t.address)
+        off = lo - arg.address
+        return KernelFault(
+            f"out-of-bounds {what} '{arg.name}': elements [{off // width}, {-(-(off + width) // width)}) "
+            f"(bytes [{off}, {off + width})) of a {arg.nbytes // width}-element ({arg.nbytes}-byte) tensor "
+            f"in program {pid}, at {where(op)}")
+    bad = first_unmapped(lo, hi, write)
+    access = "writable " if write else ""
+    return KernelFault(
+        f"{what} address {bad:#x} through a raw pointer in program {pid}: the address is in no tensor argument "
+        f"and in no {access}mapped memory, at {where(op)} (tensors a pointer table addresses can be registered "
+        f"with backends.cpu_interp.extra_tensors to have their bounds checked)")
+
+
+# ------------------------------------------------------------------------- mapped memory
+_MAPS: list = [None]
+
+
+def first_unmapped(lo: int, hi: int, write: bool) -> int:
+    """The first address of [lo, hi) that no (readable, and writable when `write`) mapping of this
+    process covers; lo when every byte is covered."""
+    from ..memory import _process_maps
+    pos = lo
+    for start, end, perms in _process_maps():
+        if start <= pos < end and "r" in perms and (not write or "w" in perms):
+            pos = end
+            if pos >= hi:
+                return lo
+    return pos
+
+
+def _mapped(lo: int, hi: int, write: int) -> int:
+    """Whether [lo, hi) lies in mappings of this process (readable, and writable when `write`):
+    the callback raw-pointer checks call; the map is read again once when it says no."""
+    from ..memory import _process_maps
+    for attempt in range(2):
+        if _MAPS[0] is None or attempt:
+            _MAPS[0] = _process_maps()
+        pos = lo
+        for start, end, perms in _MAPS[0]:
+            if start <= pos < end:
+                if "r" not in perms or (write and "w" not in perms):
+                    break
+                pos = end
+                if pos >= hi:
+                    return 1
+    return 0
+
+
+_MAPPED = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)(_mapped)
+_MAPPED_ADDR = ctypes.cast(_MAPPED, ctypes.c_void_p).value
 
 
 def _oob(op, lo_addr: int, hi_addr: int, pid, tensors: list[DeviceArg], origin) -> KernelFault:

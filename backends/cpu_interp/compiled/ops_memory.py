@@ -4,7 +4,8 @@ A load or store of a block is one loop nest: per element its address and mask (l
 fused into the loop), a bounds check, then the access where the lane is live. The check, on by
 default, is the interpreter's (memory.py): every live lane must lie inside a tensor argument its
 pointer derives from (provenance.py), and after the loop a failing program returns a fault record from which the launcher writes the interpreter's message (tensor, element range,
-program, source line). A lane that fails the check is never accessed.
+program, source line). A lane that fails the check is never accessed. A raw pointer (made from
+an integer, or loaded from a pointer table) is checked before its access instead (`prepass`).
 
 The loop carries the lowest and highest live address (two reductions LLVM vectorises); for a
 pointer into one tensor they decide the check after the loop, and the stray address the message
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .core import FAULT_OOB
+from .core import FAULT_OOB, FAULT_RAW
 from .numerics import from_mem, to_mem
 from .ops_arith import apply, elementwise, iconst, res
 from .table import TABLE
@@ -48,14 +49,10 @@ def _ptr_to_int(fx, op, x):
 
 # ------------------------------------------------------------------------------ checks
 def origins(fx, op) -> list[int]:
-    """Entry parameters an access's pointer may derive from; raw pointers are refused when bounds
-    are checked (the interpreter checks those against the process's memory map)."""
+    """Entry parameters an access's pointer may derive from ([] for a raw pointer: made from an
+    integer or loaded from memory)."""
     d = op.__dict__
-    ks = sorted(d.get("origin_args") or ())
-    if fx.bounds_check and (d.get("raw_ptr") or not ks):
-        raise Unsupported(f"{op.name} through a raw pointer (made from an integer or loaded from memory) "
-                          f"with bounds checks on")
-    return ks
+    return [] if d.get("raw_ptr") else sorted(d.get("origin_args") or ())
 
 
 class Check:
@@ -66,9 +63,37 @@ class Check:
 
     def __init__(self, fx, op, width: int):
         self.fx, self.op, self.width = fx, op, width
-        self.on = fx.bounds_check
         self.ks = origins(fx, op)
+        self.raw = fx.bounds_check and not self.ks  # checked by `prepass` instead
+        self.on = fx.bounds_check and not self.raw
         self.single = len(self.ks) == 1
+
+    def prepass(self, shape, ptr_tv: TV, mask_tv: TV | None, write: bool) -> None:
+        """A raw pointer's access, checked before it happens, as the interpreter checks it: lanes
+        inside a tensor of the launch (arguments and `extra_tensors`) are fine; the span of the
+        others must be memory this process has mapped (the launcher's callback reads the OS's map),
+        unless tensors were registered with `extra_tensors`, which makes them faults."""
+        if not self.raw:
+            return
+        fx, b = self.fx, self.fx.b
+        count, regions = fx.raw_regions()
+
+        def body(idx, accs):
+            a = b.ptrtoint(ptr_tv.at(fx, idx), I64)
+            live = None if mask_tv is None else mask_tv.at(fx, idx)
+            inside = _inside_any(fx, a, self.width, count, regions)
+            stray = b.xor(inside, ir.Constant(I1, 1))
+            if live is not None:
+                stray = b.and_(stray, live)
+            lo, hi = accs
+            lo = _smin(b, lo, b.select(stray, a, I64_MAX))
+            hi = _smax(b, hi, b.select(stray, b.add(a, ir.Constant(I64, self.width)), I64_MIN))
+            return [lo, hi]
+        lo, hi = fx.for_each(shape, body, [I64_MAX, I64_MIN])
+        any_stray = b.icmp_signed("<", lo, hi)
+        ok = fx.raw_mapped(lo, hi, write)
+        fx.fail_if(b.and_(any_stray, b.xor(ok, ir.Constant(I1, 1))), FAULT_RAW, self.op,
+                   lambda: [lo, hi, ir.Constant(I64, int(write))])
 
     def init(self) -> list:
         if not self.on:
@@ -113,6 +138,30 @@ class Check:
         else:
             bad = accs[2]
         self.fx.fail_if(bad, FAULT_OOB, self.op, lambda: [lo_a, hi_a])
+
+
+def _inside_any(fx, a, width: int, count, regions) -> ir.Value:
+    """Whether [a, a + width) lies in one of `count` regions ([first byte, end) pairs of i64)."""
+    b = fx.b
+    pre = b.block
+    head, body, done = fx.branch_new("regions"), fx.branch_new("region"), fx.branch_new("regions_end")
+    b.branch(head)
+    b.position_at_end(head)
+    k = b.phi(I64)
+    found = b.phi(I1)
+    k.add_incoming(ir.Constant(I64, 0), pre)
+    found.add_incoming(ir.Constant(I1, 0), pre)
+    b.cbranch(b.and_(b.icmp_signed("<", k, count), b.xor(found, ir.Constant(I1, 1))), body, done)
+    b.position_at_end(body)
+    lo = b.load(b.gep(regions, [b.mul(k, ir.Constant(I64, 2))], source_etype=I64), typ=I64)
+    hi = b.load(b.gep(regions, [b.add(b.mul(k, ir.Constant(I64, 2)), ir.Constant(I64, 1))], source_etype=I64),
+                typ=I64)
+    hit = b.and_(b.icmp_signed(">=", a, lo), b.icmp_signed("<=", b.add(a, ir.Constant(I64, width)), hi))
+    k.add_incoming(b.add(k, ir.Constant(I64, 1)), body)
+    found.add_incoming(hit, body)
+    b.branch(head)
+    b.position_at_end(done)
+    return found
 
 
 def _smin(b, x, y):
@@ -161,6 +210,7 @@ def _load(fx, op, ptr, mask=None, other=None):
     ptr_tv = _as_tv(ptr, shape, e)
     mask_tv = None if mask is None else _as_tv(mask, shape, elem_of(op.operands[1].type))
     other_tv = None if other is None else _as_tv(other, shape, e)
+    check.prepass(shape, ptr_tv, mask_tv, write=False)
     scalar_result = []
 
     def body(idx, accs):
@@ -194,6 +244,7 @@ def _store(fx, op, ptr, val, mask=None):
     ptr_tv = _as_tv(ptr, shape, e)
     val_tv = _as_tv(val, shape, e)
     mask_tv = None if mask is None else _as_tv(mask, shape, elem_of(op.operands[2].type))
+    check.prepass(shape, ptr_tv, mask_tv, write=True)
 
     def body(idx, accs):
         p = ptr_tv.at(fx, idx)
@@ -291,6 +342,7 @@ def _atomic(fx, op, kind: str, ptr, val, mask, cmp=None):
     val_tv = _as_tv(val, shape, e)
     cmp_tv = None if cmp is None else _as_tv(cmp, shape, e)
     mask_tv = None if mask is None else _as_tv(mask, shape, elem_of(op.operands[2].type))
+    check.prepass(shape, ptr_tv, mask_tv, write=True)
     scalar = []
 
     def body(idx, accs):

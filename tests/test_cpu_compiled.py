@@ -545,6 +545,20 @@ def test_launch_records_say_which_tier_ran():
     assert k.tier == "compiled" and k.status == "ran"
 
 
+def test_conformance_explain_says_which_tier_ran(tmp_path):
+    env = {**os.environ, "DAY0_CPU_TIER": "compiled", "DAY0_CPU_CACHE_DIR": str(tmp_path / "objects"),
+           "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    proc = subprocess.run([sys.executable, "-m", "sdk.cli", "conformance", "--kernels", "silu_and_mul", "--explain",
+                           "--out", str(tmp_path / "r.jsonl")], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "lowerings (which of the backend's ran each Triton kernel, and why):" in proc.stdout
+    assert "compiled: 1 kernel(s) - compiled" in proc.stdout and "_silu_and_mul_kernel  (silu_and_mul)" in proc.stdout
+    from sdk.conformance.results import load_results
+    stats = [s for r in load_results(tmp_path / "r.jsonl").records for s in r.launch_stats]
+    assert stats and all(s["tier"] == "compiled" and s["kernel"] == "_silu_and_mul_kernel" for s in stats)
+
+
 # ------------------------------------------------------------------------- cache, selection
 def test_object_cache_memory_and_disk(tmp_path, monkeypatch):
     from backends.cpu_interp import compiled

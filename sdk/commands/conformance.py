@@ -65,6 +65,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--compile-only", action="store_true",
                    help="compile every kernel without running it (variants B@ARCH/compile); "
                    "records say compiled/failed/unsupported and carry launch stats")
+    p.add_argument("--explain", action="store_true",
+                   help="also say which of the backend's lowerings ran each kernel and why (backends "
+                   "with several, as cpu_interp's compiled tier and interpreter, report it per launch)")
     p.set_defaults(func=run)
 
 
@@ -253,6 +256,8 @@ def run(args: argparse.Namespace) -> int:
     if compile_only and records:
         print(render_compile_matrix(records))
     print(render(records, model_kernels(suite), title, model_missing()))
+    if args.explain:
+        print(_explain(records))
     print(f"{len(items)} item(s) run in {elapsed:.1f} s with {args.jobs} worker(s); results: {out}")
     if args.junit:
         from ..conformance.junit import write_junit
@@ -262,6 +267,26 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"cannot write --junit {args.junit}: {exc.strerror or exc}") from None
         print(f"JUnit XML: {args.junit}")
     return 0 if all(r.passed or r.status == SKIPPED for r in records) else 1
+
+
+def _explain(records: list) -> str:
+    """Which lowering ran each kernel, and why, from the launch stats the backend reported (entries
+    with "kernel", "tier" and "detail"): one line per (tier, why), the kernels it covers."""
+    seen: dict[tuple[str, str], dict[str, set[str]]] = {}
+    for r in records:
+        for s in r.launch_stats:
+            if isinstance(s, dict) and s.get("tier") and s.get("kernel"):
+                by = seen.setdefault((str(s["tier"]), str(s.get("detail", ""))), {})
+                by.setdefault(str(s["kernel"]), set()).add(r.kernel)
+    if not seen:
+        return "lowerings: the backend reports none per launch (it has one)"
+    lines = ["lowerings (which of the backend's ran each Triton kernel, and why):"]
+    for (tier, why), kernels in sorted(seen.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        lines.append(f"  {tier}: {len(kernels)} kernel(s){' - ' + why if why else ''}")
+        if len(kernels) <= 8:
+            for k, items in sorted(kernels.items()):
+                lines.append(f"      {k}  ({', '.join(sorted(items))})")
+    return "\n".join(lines)
 
 
 def _check_writable(path: Path, flag: str) -> None:

@@ -210,9 +210,9 @@ def test_host_benchmarker_keeps_do_bench_units_and_runs_slow_candidates_once():
         time.sleep(0.004)
 
     ms = host_benchmark(fast, warmup=10, rep=40, sync=lambda: syncs.append(1))
-    # ~4 ms a call (more on a loaded machine), ~40 ms timed: rep is milliseconds, not 40 calls,
-    # and more than one timed call is made
-    assert 3.5 <= ms <= 40 and 4 <= len(calls) <= 25 and len(syncs) >= 3
+    # ~4 ms a call (more on a loaded machine), ~40 ms timed: rep is milliseconds, not 40 calls
+    # (which would make 51 calls with the warm-up), and the first call is followed by timed ones
+    assert 3.5 <= ms <= 40 and 2 <= len(calls) <= 25 and len(syncs) >= 2
     calls.clear()
 
     def slow():

@@ -16,7 +16,6 @@ from sdk.arguments import host_arg
 from sdk.backend import Artifact, Backend, KernelInfo, LoweringTable, Options, Target
 from sdk.ttir import Module, TensorType
 
-from .interp import Program
 from .ops import TABLE
 from . import tier as tiers
 

@@ -29,10 +29,7 @@ import numpy as np
 
 from sdk.errors import KernelFault
 
-
-def _where(op) -> str:
-    from .interp import where
-    return where(op)
+from .values import where
 
 
 def _pid_of(ctx, row: int, rows: int) -> tuple[int, int, int]:
@@ -85,7 +82,7 @@ class UninitCheck:
         raise KernelFault(
             f"read of uninitialised memory: {what} '{arg.name}' elements [{int(mine.min())}, {int(mine.max()) + 1}) "
             f"in program {_pid_of(ctx, row, bad.shape[0])}, which no launch has written since the caller declared them "
-            f"uninitialised (a poisoned or write-only output), at {_where(op)}")
+            f"uninitialised (a poisoned or write-only output), at {where(op)}")
 
     def wrote(self, arg, idx: np.ndarray, w: int, lanes) -> None:
         if not self.regions:
@@ -182,4 +179,4 @@ class RaceCheck:
         pid = lambda n: (n % gx, (n // gx) % gy, n // (gx * gy))
         raise KernelFault(f"race on '{arg.name}': programs {pid(min(a, b))} and {pid(max(a, b))} both store "
                           f"element {element} without atomics (different values, not ordered through an "
-                          f"atomic), at {_where(op)}")
+                          f"atomic), at {where(op)}")

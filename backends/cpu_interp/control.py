@@ -11,8 +11,9 @@ import numpy as np
 
 from sdk.errors import KernelFault
 
-from .memory import value_dtype
+from .context import Ctx
 from .table import TABLE, rule
+from .values import value_dtype, where
 
 
 def _lane(ctx, mask: np.ndarray, x):
@@ -36,6 +37,52 @@ def _merge(ctx, mask: np.ndarray, new: list, old: list) -> list:
 def _full(ctx, x) -> np.ndarray:
     x = np.asarray(x)
     return np.broadcast_to(x.reshape(-1) if x.ndim else x.reshape(1), (ctx.P,)) if x.size in (1, ctx.P) else x
+
+
+# ------------------------------------------------------------------------------ cf branches
+def run_blocks(ctx, region, args: list) -> list:
+    """A region of several blocks (cf.br / cf.cond_br, e.g. an early `return`): blocks run in
+    order, each under the mask of the programs that branched to it; block arguments and returned
+    values merge per program."""
+    prog = ctx.program
+    labels = {b.label: b for b in region.blocks}
+    incoming: dict[int, list] = {id(region.blocks[0]): [(ctx.active, list(args))]}
+    outer = ctx.active
+    result = None
+    try:
+        for block in region.blocks:
+            edges = incoming.pop(id(block), None)
+            if not edges:
+                continue
+            mask, vals = edges[0]
+            for m2, v2 in edges[1:]:
+                vals = _merge(ctx, m2, v2, vals) if m2 is not None else v2
+                mask = None if (mask is None or m2 is None) else (mask | m2)
+            if mask is not None and mask.all() and outer is None:
+                mask = None
+            ctx.active = mask
+            code = prog.code(block)
+            out = prog.run_code(ctx, code, vals)
+            term = code.term
+            if term is None or term.name not in ("cf.br", "cf.cond_br"):  # the region returns
+                result = out if result is None or mask is None else _merge(ctx, mask, out, result)
+                continue
+            cur = np.ones(ctx.P, bool) if mask is None else mask
+            if term.name == "cf.br":
+                incoming.setdefault(id(labels[term.successors[0]]), []).append((mask, out))
+                continue
+            c = np.broadcast_to(np.asarray(out[0]).astype(bool).reshape(-1), (ctx.P,))
+            t_blk, f_blk = labels[term.successors[0]], labels[term.successors[1]]
+            nt = len(t_blk.args)
+            t_args, f_args = out[1:1 + nt], out[1 + nt:]
+            mt, mf = cur & c, cur & ~c
+            if mt.any():
+                incoming.setdefault(id(t_blk), []).append((None if mask is None and mt.all() else mt, t_args))
+            if mf.any():
+                incoming.setdefault(id(f_blk), []).append((None if mask is None and mf.all() else mf, f_args))
+    finally:
+        ctx.active = outer
+    return result if result is not None else []
 
 
 # ------------------------------------------------------------------------------------- scf.for
@@ -156,7 +203,6 @@ def _stuck(ctx, op, seen, trips, vals, act):
             (seen[1] is None) == (state[1] is None) and (seen[1] is None or np.array_equal(seen[1], state[1])) and \
             all(a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
                 for a, b in zip(seen[2], state[2])):
-        from .interp import where
         raise KernelFault(f"a while loop can never exit: after {trips - 1} iterations its values and memory are "
                           f"unchanged by an iteration (a spin wait on a flag no running program can raise?), "
                           f"at {where(op)}")
@@ -165,8 +211,7 @@ def _stuck(ctx, op, seen, trips, vals, act):
 
 def _spin(ctx, op) -> None:
     """In a spin loop of programs run one at a time: let the others progress now and then."""
-    if ctx.sched is not None and op.__dict__.get("spin"):
-        from .interp import where
+    if ctx.sched is not None and op in ctx.facts.spin_loops:
         ctx.sched.spin(int(ctx.program_ids()[0]), where(op))
 
 
@@ -200,7 +245,6 @@ def _map_elementwise(ctx, op, *xs):
     """A scalar function applied per element: every element runs as a program of its own, so
     branches inside the function may diverge per element. With `pack` = k the function receives k
     consecutive elements (row-major) of each input, in input order, and returns k values per result."""
-    from .interp import Ctx
     pack = int(op.attrs.get("pack", 1))
     shape = tuple(op.results[0].type.shape)
     n = int(np.prod(shape, dtype=np.int64))

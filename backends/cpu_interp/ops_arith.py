@@ -1,9 +1,11 @@
 """Element-wise `arith.*` ops and Triton's element-wise `tt.*` ops, with the GPU's numerics.
 
-Values follow the table's convention (table.py): a leading program axis, iN as signed numpy intN,
-i1 as bool, f16/f32/f64 as float16/32/64, bf16 and fp8 as float32 already rounded to the type.
-Operands of an element-wise op have the result's shape, so rules just broadcast. Float exceptions
-are values, never warnings: the interpreter runs every rule under `np.errstate(all="ignore")`.
+Values as values.py holds them: iN as signed numpy intN, i1 as bool, f16/f32/f64 as float16/32/64,
+bf16 and fp8 as float32 already rounded to the type. The rules are pure and shape-agnostic: they
+ignore `ctx`, and operands of an element-wise op broadcast to the result's shape whatever leading
+axes they carry, so the batched interpreter (a program axis), the single-program reference
+(reference.py) and a compiled tier share these definitions (the table `ARITH`). Float exceptions
+are values, never warnings: the interpreters run every rule under `np.errstate(all="ignore")`.
 
 Integer numerics are LLVM's with the poison cases resolved as an NVIDIA GPU resolves them:
   * add/sub/mul/neg wrap (two's complement); signed/unsigned ops reinterpret through views.
@@ -22,22 +24,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdk.backend import LoweringTable
 from sdk.numerics import compute_dtype, from_storage, int_bits, round_to, to_storage
-from sdk.ttir import PointerType, ScalarType, TensorType
+from sdk.ttir import DenseAttr, ScalarType, TensorType
 
-from .table import TABLE, rule
+from .values import elem_name, value_dtype
+
+ARITH = LoweringTable()
+rule = ARITH.rule
 
 _UNSIGNED = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 _SIGNED = {8: np.int8, 16: np.int16, 32: np.int32, 64: np.int64}
 
 
 # ------------------------------------------------------------------------------------- helpers
-def elem_name(t) -> str:
-    """Element type name of a TTIR type ("f32" for tensor<4xf32>)."""
-    e = t.element
-    return "ptr" if isinstance(e, PointerType) else e.name
-
-
 def finish(name: str, x) -> np.ndarray:
     """A float result computed in any float dtype -> compute values of element type `name`."""
     x = np.asarray(x)
@@ -82,6 +82,16 @@ def _int_rule(fn, view=as_int):
     return rule_
 
 
+# --------------------------------------------------------------------------------- constants
+@rule("arith.constant")
+def _constant(ctx, op):
+    """The attribute's value as the result type's compute values (a dense literal: whole tensor)."""
+    v, t = op.attrs["value"], op.result.type
+    if isinstance(v, DenseAttr):
+        return np.broadcast_to(np.array(v.values, dtype=value_dtype(t)), t.shape).copy()
+    return np.array(v, dtype=value_dtype(t))
+
+
 # ------------------------------------------------------------------------------- float arith
 def _maximum(a, b):
     """IEEE maximum: NaN propagates, +0 > -0."""
@@ -101,9 +111,9 @@ _FLOAT_BINARY = {
     "arith.maximumf": _maximum, "arith.minimumf": _minimum,  # a NaN operand propagates
 }
 for _name, _fn in _FLOAT_BINARY.items():
-    TABLE.register(_name, _float_rule(_fn))
-TABLE.register("arith.negf", _float_rule(np.negative))
-TABLE.register("tt.precise_sqrt", _float_rule(np.sqrt))
+    ARITH.register(_name, _float_rule(_fn))
+ARITH.register("arith.negf", _float_rule(np.negative))
+ARITH.register("tt.precise_sqrt", _float_rule(np.sqrt))
 
 
 @rule("tt.clampf")
@@ -188,10 +198,10 @@ _INT_BINARY = {
     "arith.ceildivsi": _ceildivsi,
 }
 for _name, _fn in _INT_BINARY.items():
-    TABLE.register(_name, _int_rule(_fn))
+    ARITH.register(_name, _int_rule(_fn))
 for _name, _fn in {"arith.divui": _divui, "arith.remui": _remui, "arith.maxui": np.maximum,
                    "arith.minui": np.minimum}.items():
-    TABLE.register(_name, _int_rule(_fn, view=unsigned))
+    ARITH.register(_name, _int_rule(_fn, view=unsigned))
 
 
 def _shift_rule(fn):
@@ -204,9 +214,9 @@ def _shift_rule(fn):
     return rule_
 
 
-TABLE.register("arith.shli", _shift_rule(_shl))
-TABLE.register("arith.shrui", _shift_rule(_shrui))
-TABLE.register("arith.shrsi", _shift_rule(_shrsi))
+ARITH.register("arith.shli", _shift_rule(_shl))
+ARITH.register("arith.shrui", _shift_rule(_shrui))
+ARITH.register("arith.shrsi", _shift_rule(_shrsi))
 
 
 def mulhi_u(a, b):
@@ -221,7 +231,7 @@ def mulhi_u(a, b):
     return hh + (lh >> np.uint64(32)) + (hl >> np.uint64(32)) + (mid >> np.uint64(32))
 
 
-TABLE.register("tt.mulhiui", _int_rule(mulhi_u, view=unsigned))
+ARITH.register("tt.mulhiui", _int_rule(mulhi_u, view=unsigned))
 
 
 # ---------------------------------------------------------------------------------- compares
@@ -387,7 +397,7 @@ def _bitcast(ctx, op, x):
     return from_storage(dst, raw.view(_UNSIGNED[raw.dtype.itemsize * 8]))
 
 
-TABLE.register("arith.bitcast", _bitcast)
-TABLE.register("tt.bitcast", _bitcast)
+ARITH.register("arith.bitcast", _bitcast)
+ARITH.register("tt.bitcast", _bitcast)
 
-__all__ = ["elem_name", "finish", "as_int", "unsigned", "from_int", "float_to_int", "mulhi_u"]
+__all__ = ["ARITH", "elem_name", "finish", "as_int", "unsigned", "from_int", "float_to_int", "mulhi_u"]

@@ -7,7 +7,8 @@ functions are within a few ulp, like the GPU's (ex2.approx, lg2.approx, libdevic
 not bit-identical to them. Functions numpy lacks (erf, lgamma, Bessel ...) are computed in float64
 by torch and rounded once. sqrt, division, fma, floor/ceil/trunc/round, abs, copysign are exact
 (correctly rounded). An extern symbol missing from `LIBDEVICE` is reported unsupported at compile
-time: the rule accepts only `LIBDEVICE`'s symbols (data: `attrs`).
+time: the rule accepts only `LIBDEVICE`'s symbols (data: `attrs`). Like ops_arith.py's, the rules
+(the table `MATH`) are pure and shape-agnostic, shared by every interpreter and tier.
 """
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ from typing import Callable
 
 import numpy as np
 
+from sdk.backend import LoweringTable
 from sdk.numerics import round_to
 
 from .ops_arith import as_int, elem_name, finish, float_to_int, from_int, mulhi_u, unsigned
-from .table import TABLE, rule
+
+MATH = LoweringTable()
+rule = MATH.rule
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -159,10 +163,10 @@ _MATH_FLOAT: dict[str, Callable] = {
     "math.fpowi": lambda x, n: np.power(x, np.asarray(n).astype(np.asarray(x).dtype)),
 }
 for _name, _fn in _MATH_FLOAT.items():
-    TABLE.register(_name, (lambda fn: lambda ctx, op, *a: finish(elem_name(op.result.type), fn(*a)))(_fn))
+    MATH.register(_name, (lambda fn: lambda ctx, op, *a: finish(elem_name(op.result.type), fn(*a)))(_fn))
 
 for _name, _fn in {"math.isnan": np.isnan, "math.isinf": np.isinf, "math.isfinite": np.isfinite}.items():
-    TABLE.register(_name, (lambda fn: lambda ctx, op, x: fn(x))(_fn))
+    MATH.register(_name, (lambda fn: lambda ctx, op, x: fn(x))(_fn))
 
 
 @rule("math.absi")
@@ -178,9 +182,9 @@ def _count_rule(fn):
     return rule_
 
 
-TABLE.register("math.ctpop", _count_rule(lambda u: np.bitwise_count(u)))
-TABLE.register("math.ctlz", _count_rule(lambda u: _clz(u, u.dtype.itemsize * 8)))
-TABLE.register("math.cttz", _count_rule(_cttz))
+MATH.register("math.ctpop", _count_rule(lambda u: np.bitwise_count(u)))
+MATH.register("math.ctlz", _count_rule(lambda u: _clz(u, u.dtype.itemsize * 8)))
+MATH.register("math.cttz", _count_rule(_cttz))
 
 
 # ------------------------------------------------------------------------------- libdevice
@@ -338,4 +342,4 @@ def _extern(ctx, op, *args):
     return from_int(out.astype(np.int64) if out.dtype.kind in "bf" else out, name)
 
 
-__all__ = ["LIBDEVICE", "fma"]
+__all__ = ["MATH", "LIBDEVICE", "fma"]

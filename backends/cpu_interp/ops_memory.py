@@ -1,33 +1,15 @@
 """Pointers and memory: addptr, loads/stores (plain, block pointers, tensor descriptors), atomics."""
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from sdk.numerics import numpy_dtype
-from sdk.ttir import PointerType, TensorDescType, TensorType
+from sdk.ttir import PointerType, TensorType
 
-from .memory import Ptrs
+from .atomics import kind_of
+from .pointers import Ptrs
 from .table import rule
-
-
-@lru_cache(maxsize=None)
-def _pointee(t) -> str:
-    """Element type name a pointer (or tensor of pointers, or block pointer) addresses."""
-    e = t.element
-    if isinstance(e, PointerType):
-        p = e.pointee
-        p = p.element if isinstance(p, TensorType) else p
-        return "i64" if isinstance(p, PointerType) else str(p)  # a pointer table holds 64-bit addresses
-    if isinstance(t, TensorDescType):
-        return str(t.block.element)
-    return str(e)
-
-
-@lru_cache(maxsize=None)
-def _width(t) -> int:
-    return numpy_dtype(_pointee(t)).itemsize
+from .values import pointee as _pointee, pointee_width as _width
 
 
 def as_ptrs(x, w) -> "Ptrs":
@@ -234,9 +216,8 @@ def _desc_store(ctx, op, desc, *rest):
 @rule("tt.descriptor_reduce")
 def _desc_reduce(ctx, op, desc, *rest):
     """An atomic read-modify-write of a whole block through a descriptor (`desc.atomic_add` ...)."""
-    kind = str(op.attrs.get("kind") or op.attrs.get("keywords", ["add"])[0]).lower()
     addr, m, val = _desc_block_write(op, desc, rest)
-    ctx.mem.atomic(ctx, op, _RMW.get(kind, kind), addr, val, m, desc.elem)
+    ctx.mem.atomic(ctx, op, kind_of(op), addr, val, m, desc.elem)
 
 
 def _gather_rows(desc: TensorDesc, rows, col):
@@ -271,15 +252,9 @@ def _desc_scatter(ctx, op, desc, rows, col, val):
 
 
 # ------------------------------------------------------------------------------------- atomics
-_RMW = {"add": "add", "fadd": "fadd", "max": "max", "min": "min", "umax": "umax", "umin": "umin",
-        "and": "and", "or": "or", "xor": "xor", "exch": "exch", "xchg": "exch"}
-
-
 @rule("tt.atomic_rmw")
 def _atomic_rmw(ctx, op, ptr, val, mask=None):
-    kind = op.attrs.get("atomic_rmw_op") or op.attrs.get("keywords", ["add"])[0]
-    return ctx.mem.atomic(ctx, op, _RMW.get(str(kind).lower(), str(kind).lower()), ptr, val, mask,
-                          _pointee(op.operands[0].type))
+    return ctx.mem.atomic(ctx, op, kind_of(op), ptr, val, mask, _pointee(op.operands[0].type))
 
 
 @rule("tt.atomic_cas")

@@ -7,17 +7,18 @@ a `select` on a tensor condition, one per lane. A pointer made from an integer (
 loaded from memory (a pointer table, as grouped GEMMs and MoE kernels keep) may address any memory
 the process owns, as it does on a device.
 
-`mark_pointer_origins` computes, by a forward fixed point over the whole module, the origins of
-every pointer value and marks each load, store and atomic: `op.__dict__["origin_args"]`, the
-positions of the entry arguments its pointer may derive from (bounds are checked against those,
-never against whichever tensor the address happens to fall in), `op.__dict__["raw_ptr"]` when its
-pointer may be raw, `op.__dict__["multi_ptr"]` when the lanes of one access may come from different
-arguments (a select on a tensor condition). A pointer chosen per program by control flow still
-addresses one argument per program. Values flowing
-through scf.for / scf.if / scf.while follow their positions; other region ops and calls are
-followed conservatively.
+`pointer_origins` computes, by a forward fixed point over the whole module, the origins of every
+pointer value and returns, for each load, store and atomic (side tables keyed by the op; the IR is
+left as it is): `args[op]`, the positions of the entry arguments its pointer may derive from (bounds
+are checked against those, never against whichever tensor the address happens to fall in); `raw`,
+the accesses whose pointer may be raw; `lanes`, those whose lanes may come from different arguments
+(a select on a tensor condition). A pointer chosen per program by control flow still addresses one
+argument per program. Values flowing through scf.for / scf.if / scf.while follow their positions;
+other region ops and calls are followed conservatively.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from sdk.ttir import Module, Op, PointerType, TensorDescType, TensorType
 
@@ -145,9 +146,17 @@ def _flow(op: Op, o: _Origins, funcs: dict) -> None:
             o.add(r, src)
 
 
-def mark_pointer_origins(module: Module) -> bool:
-    """Mark memory ops whose pointer may be raw or come from several arguments; True when the
-    module has raw pointers."""
+@dataclass
+class PointerOrigins:
+    """Per memory op: where its pointer may come from (see the module docstring)."""
+
+    args: dict[Op, frozenset[int]] = field(default_factory=dict)  # entry-argument positions
+    raw: set[Op] = field(default_factory=set)     # the pointer may be raw
+    lanes: set[Op] = field(default_factory=set)   # lanes of one access may come from different arguments
+
+
+def pointer_origins(module: Module) -> PointerOrigins:
+    """The origins of the pointer of every load, store and atomic of `module`."""
     o = _Origins()
     funcs = module.funcs
     entry = module.entry
@@ -165,15 +174,14 @@ def mark_pointer_origins(module: Module) -> bool:
                 for b in cf_blocks:
                     for a in b.args:
                         o.add(a, src)
-    any_raw = False
+    out = PointerOrigins()
     for func in funcs.values():
         for op in func.walk():
             if op.name in MEMORY_OPS and op.operands:
                 origins = o.get(op.operands[0])
                 if RAW in origins:
-                    op.__dict__["raw_ptr"] = True
-                    any_raw = True
+                    out.raw.add(op)
                 if LANES in origins:
-                    op.__dict__["multi_ptr"] = True
-                op.__dict__["origin_args"] = frozenset(k for x in origins if isinstance(x, tuple) for k in x[1:])
-    return any_raw
+                    out.lanes.add(op)
+                out.args[op] = frozenset(k for x in origins if isinstance(x, tuple) for k in x[1:])
+    return out

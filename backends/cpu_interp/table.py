@@ -1,12 +1,21 @@
-"""The cpu_interp lowering table. Every ops module registers its rules into `TABLE`.
+"""The batched interpreter's lowering table (assembled in ops.py), and how tables are merged.
 
-Value convention (all rules rely on it): programs of a launch run batched, so every runtime value
-carries a leading program axis P. A TTIR scalar is a numpy array of shape (P,); a tensor<AxB> is
-(P, A, B); pointers are int64 addresses of the same shapes. bf16 and fp8 compute values are float32
-arrays already rounded to the type, f16 is float16, i1 is bool. A rule is
+Value convention of the rules registered here: programs of a launch run batched, so every runtime
+value carries a leading program axis P. A TTIR scalar is a numpy array of shape (P,); a
+tensor<AxB> is (P, A, B); pointers are int64 addresses of the same shapes (or lazy `Ptrs`). P may
+be 1 for a value every program shares. Element types are held as values.py says. A rule is
 `rule(ctx, op, *operand_values)` and returns the result value (a tuple/list for several results).
 """
 from sdk.backend import LoweringTable
 
 TABLE = LoweringTable()
 rule = TABLE.rule
+
+
+def merge(table: LoweringTable, *families: LoweringTable) -> None:
+    """Copy each family's rules into `table`; an op that two of them define is a mistake."""
+    for family in families:
+        twice = sorted(set(family.names()) & set(table.names()))
+        if twice:
+            raise RuntimeError(f"cpu_interp: ops with two rules: {', '.join(twice)}")
+        table.update(family)

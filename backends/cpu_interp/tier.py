@@ -98,10 +98,10 @@ INTERP_NOTE = "; cpu_interp runs this kernel on the interpreter: "
 
 def emit_stage(module, ctx) -> str:
     """The "llir" stage: the day0 IR -> LLVM IR text (the compiled tier), or a one-line note of
-    why the interpreter runs the kernel. Every kernel is also built once as an interpreter
-    program here, so that a bad attribute fails at compile time whichever tier runs it."""
-    from .interp import Program
-    Program(module, ctx.backend.lowering)
+    why the interpreter runs the kernel. Every kernel is also checked against the interpreter's
+    table here (interp.check), so that a bad constant fails at compile time whichever tier runs it."""
+    from .interp import check
+    check(module, ctx.backend.lowering)
     options = ctx.options
     tier = getattr(options, "cpu_tier", DEFAULT_TIER)
     if tier == "interp":
@@ -234,8 +234,6 @@ def load(artifact: bytes, source_file: str | None, table, cache: dict, checks: t
     native = None
     if obj is not None:
         from .compiled.launch import NativeKernel
-        from .provenance import mark_pointer_origins
-        mark_pointer_origins(module)
         native = NativeKernel(module, obj, meta)
     flags = {f"check_{c}": True for c in checks}
     kernel = TieredKernel(module, native, lambda: Program(module, table, flags), tier, detail)

@@ -63,13 +63,11 @@ def refusal(module: Module, bounds_check: bool = True, checks: tuple = ()) -> st
 
 def emit(module: Module, bounds_check: bool = True) -> tuple[str | None, dict, str]:
     """(the kernel's LLVM IR, what the launcher needs, "") or (None, {}, why it is not lowered)."""
-    from backends.cpu_interp.provenance import mark_pointer_origins
     from .core import KernelCompiler
     from .types import Unsupported, elem_of
     why = refusal(module, bounds_check)
     if why:
         return None, {}, why
-    mark_pointer_origins(module)
     t0 = time.perf_counter()
     kc = KernelCompiler(module, bounds_check)
     try:

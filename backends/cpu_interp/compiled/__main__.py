@@ -29,7 +29,6 @@ def main(argv: list[str] | None = None) -> int:
     except (Day0Error, TTIRSyntaxError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from backends.cpu_interp.provenance import mark_pointer_origins
     from . import jit, refusal
     from .core import KernelCompiler
     from .types import Unsupported
@@ -38,7 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"{module.entry.name}: runs on the interpreter: {why}")
         return 0
-    mark_pointer_origins(module)
     t0 = time.perf_counter()
     kc = KernelCompiler(module, check)
     try:

@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from sdk.ttir import Block, Func, Module, Op, Region, TensorType
 
+from ..provenance import pointer_origins
 from .tensors import TV, Buf, Splat, ZERO, const_i64
 from .types import I1, I8, I32, I64, PTR, Unsupported, elem_of, numel, shape_of
 
@@ -339,6 +340,7 @@ class KernelCompiler:
     def __init__(self, module: Module, bounds_check: bool = True):
         self.module = module
         self.bounds_check = bounds_check
+        self.origins = pointer_origins(module)  # per access: the arguments its pointer may address
         self.ir = ir.Module(name="day0_kernel")
         self.arena = 0
         self._op_index = {id(op): k for k, op in enumerate(module.walk())}

@@ -62,6 +62,7 @@ class NativeKernel:
         self.arena = int(meta["arena"])
         self.fn = _KERNEL(jit.load(data))
         self._ops = None
+        self._origins = None  # the pointer origins (provenance.py), worked out at the first fault
 
     # ------------------------------------------------------------------------------ launch
     def run(self, grid, args: list[Any], extra: list[DeviceArg] = ()) -> None:
@@ -142,7 +143,7 @@ class NativeKernel:
         return self._ops[index]
 
     def _fault(self, rec: np.ndarray, tensors: list[DeviceArg], by_index: dict[int, DeviceArg]) -> KernelFault:
-        from ..interp import where
+        from ..values import where
         kind, index = int(rec[0]), int(rec[1])
         op = self._op(index)
         pid = (int(rec[5]), int(rec[6]), int(rec[7]))
@@ -156,7 +157,10 @@ class NativeKernel:
             return _raw(op, int(rec[2]), int(rec[3]), bool(rec[4]), pid, tensors,
                         strict=len(tensors) > len(by_index))
         if kind == FAULT_OOB:
-            origin = [by_index.get(k) for k in sorted(op.__dict__.get("origin_args") or ())]
+            if self._origins is None:
+                from ..provenance import pointer_origins
+                self._origins = pointer_origins(self.module)
+            origin = [by_index.get(k) for k in sorted(self._origins.args.get(op, ()))]
             return _oob(op, int(rec[2]), int(rec[3]), pid, tensors, origin)
         return KernelFault(f"internal: unknown fault kind {kind} at {where(op)}")
 
@@ -165,7 +169,7 @@ def _raw(op, lo: int, hi: int, write: bool, pid, tensors: list[DeviceArg], stric
     """The interpreter's faults for a raw pointer that left every tensor of the launch: against the
     nearest tensor when tensors were registered with extra_tensors, else at the first address of
     the stray span that no mapping of the process covers."""
-    from ..interp import where
+    from ..values import where
     from .types import pointee
     what = {"tt.load": "load from", "tt.store": "store to"}.get(op.name, "atomic on")
     width = pointee(op.operands[0].type).width
@@ -192,9 +196,9 @@ _MAPS: list = [None]
 def first_unmapped(lo: int, hi: int, write: bool) -> int:
     """The first address of [lo, hi) that no (readable, and writable when `write`) mapping of this
     process covers; lo when every byte is covered."""
-    from ..memory import _process_maps
+    from ..addressing import process_maps
     pos = lo
-    for start, end, perms in _process_maps():
+    for start, end, perms in process_maps():
         if start <= pos < end and "r" in perms and (not write or "w" in perms):
             pos = end
             if pos >= hi:
@@ -205,10 +209,10 @@ def first_unmapped(lo: int, hi: int, write: bool) -> int:
 def _mapped(lo: int, hi: int, write: int) -> int:
     """Whether [lo, hi) lies in mappings of this process (readable, and writable when `write`):
     the callback raw-pointer checks call; the map is read again once when it says no."""
-    from ..memory import _process_maps
+    from ..addressing import process_maps
     for attempt in range(2):
         if _MAPS[0] is None or attempt:
-            _MAPS[0] = _process_maps()
+            _MAPS[0] = process_maps()
         pos = lo
         for start, end, perms in _MAPS[0]:
             if start <= pos < end:
@@ -227,7 +231,7 @@ _MAPPED_ADDR = ctypes.cast(_MAPPED, ctypes.c_void_p).value
 def _oob(op, lo_addr: int, hi_addr: int, pid, tensors: list[DeviceArg], origin) -> KernelFault:
     """The interpreter's out-of-bounds message (memory.Memory._fault) from the compiled tier's
     fault record: the lowest and highest live address of the faulting program's access."""
-    from ..interp import where
+    from ..values import where
     from .types import pointee
     what = {"tt.load": "load from", "tt.store": "store to"}.get(op.name, "atomic on")
     known = [a for a in origin if a is not None]

@@ -51,8 +51,8 @@ def _ptr_to_int(fx, op, x):
 def origins(fx, op) -> list[int]:
     """Entry parameters an access's pointer may derive from ([] for a raw pointer: made from an
     integer or loaded from memory)."""
-    d = op.__dict__
-    return [] if d.get("raw_ptr") else sorted(d.get("origin_args") or ())
+    o = fx.kc.origins
+    return [] if op in o.raw else sorted(o.args.get(op, ()))
 
 
 class Check:

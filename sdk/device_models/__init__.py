@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from .dtypes import ATOMIC_OPS, DTYPES, FP8_DTYPES, canonical_dtype
 from .flatten import figures_of, to_dict
-from .installed import installed_models, name_of
-from .loader import MODELS_DIR, all_models, is_path, load, load_file, load_text, names
+from .loader import MODELS_DIR, all_models, installed_models, is_path, load, load_file, load_text, name_of, names
 from .parse import SCHEMA_VERSION, parse_model
 from .records import (Alignment, Atomics, Compute, DeviceModel, Dram, Features, Figure, Grid, Launch,
                       MatrixUnit, Memory, SharedMemory, SpecialFunction, TritonTarget, UnitMemory,

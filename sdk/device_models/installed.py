@@ -5,16 +5,14 @@ generates: `src/NAME_triton_backend/device_model.yaml`) registers that model und
 own `name:` when the backend is installed: its `day0.backends` entry point is the registration.
 So `day0 devices show NAME`, `day0 conformance --device NAME`, results files and reports all name
 the device by its model's name, never by the path of its YAML file. Finding them imports nothing
-(the packages are located, not loaded); a shipped model of the same name wins.
+(the packages are located, not loaded); a shipped model of the same name wins. This module finds
+the files; loader.py reads them (`installed_models`, `name_of`).
 """
 from __future__ import annotations
 
 import importlib.util
-import os
 from importlib.metadata import entry_points
 from pathlib import Path
-
-from ..errors import Day0Error
 
 ENTRY_POINT_GROUP = "day0.backends"
 FILE_NAME = "device_model.yaml"
@@ -40,33 +38,3 @@ def installed_files() -> dict[str, Path]:
         if where is not None and (where / FILE_NAME).is_file():
             out.setdefault(ep.name, where / FILE_NAME)
     return out
-
-
-def installed_models() -> dict[str, tuple[Path, str]]:
-    """Device model name -> (its file, the backend that ships it), for the models installed backends
-    ship. A file that does not validate is left out here (`day0 devices show PATH` says why)."""
-    from .loader import load_file
-    out: dict[str, tuple[Path, str]] = {}
-    for backend, path in sorted(installed_files().items()):
-        try:
-            name = load_file(path).name
-        except Day0Error:
-            continue
-        out.setdefault(name, (path, backend))
-    return out
-
-
-def name_of(spec: str | os.PathLike[str] | None) -> str:
-    """The device model name a target's `device_model` (a name or a YAML path) stands for: a path's
-    model is read for its `name:`; an unreadable one falls back to its file's stem (or, for a
-    package's `device_model.yaml`, the package's folder name). "" for None or ""."""
-    from .loader import is_path, load_file
-    if not spec:
-        return ""
-    if not is_path(spec):
-        return str(spec)
-    path = Path(spec)
-    try:
-        return load_file(path).name
-    except (Day0Error, OSError):
-        return path.parent.name if path.stem == "device_model" and path.parent.name else path.stem

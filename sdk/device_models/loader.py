@@ -7,7 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import ConfigError, UnknownName
+from ..errors import ConfigError, Day0Error, UnknownName
+from .installed import installed_files
 from .parse import parse_model
 from .records import DeviceModel
 from .validate import NAME_RE
@@ -36,7 +37,6 @@ def load(spec: str | os.PathLike[str]) -> DeviceModel:
     if is_path(spec):
         return load_file(Path(spec))
     if spec not in names():
-        from .installed import installed_models
         installed = installed_models() if NAME_RE.fullmatch(spec) else {}
         if spec in installed:
             return load_file(installed[spec][0])
@@ -85,3 +85,32 @@ def load_text(text: str, label: str = "<text>", path: str = "") -> DeviceModel:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{label}: not valid YAML: {' '.join(str(exc).split())}") from None
     return parse_model(data, label, path)
+
+
+# ------------------------------------------------------------------ models installed backends ship
+def installed_models() -> dict[str, tuple[Path, str]]:
+    """Device model name -> (its file, the backend that ships it), for the models installed backends
+    ship. A file that does not validate is left out here (`day0 devices show PATH` says why)."""
+    out: dict[str, tuple[Path, str]] = {}
+    for backend, path in sorted(installed_files().items()):
+        try:
+            name = load_file(path).name
+        except Day0Error:
+            continue
+        out.setdefault(name, (path, backend))
+    return out
+
+
+def name_of(spec: str | os.PathLike[str] | None) -> str:
+    """The device model name a target's `device_model` (a name or a YAML path) stands for: a path's
+    model is read for its `name:`; an unreadable one falls back to its file's stem (or, for a
+    package's `device_model.yaml`, the package's folder name). "" for None or ""."""
+    if not spec:
+        return ""
+    if not is_path(spec):
+        return str(spec)
+    path = Path(spec)
+    try:
+        return load_file(path).name
+    except (Day0Error, OSError):
+        return path.parent.name if path.stem == "device_model" and path.parent.name else path.stem

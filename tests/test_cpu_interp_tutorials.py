@@ -1,5 +1,7 @@
 """Triton's tutorial kernels, written afresh, run on cpu_interp through `kernel[grid](...)` and
-compared to PyTorch. Inputs are seeded random; outputs are poisoned with NaN first."""
+compared to PyTorch. Inputs are seeded random; outputs are poisoned with NaN first. Every launch is
+also replayed on the reference interpreter (tests/cpu_interp_differential.py: `shadow`), which must
+leave every tensor bit for bit as the batched interpreter did."""
 from __future__ import annotations
 
 import pytest
@@ -8,12 +10,14 @@ import triton
 import triton.language as tl
 
 import sdk
+from cpu_interp_differential import shadow
 
 
 @pytest.fixture(autouse=True)
 def cpu_interp():
-    with sdk.activate("cpu_interp"):
+    with shadow() as differences, sdk.activate("cpu_interp"):
         yield
+    assert differences == [], "the batched and the reference interpreter disagree"
 
 
 def poisoned(*shape, dtype=torch.float32):

@@ -41,6 +41,7 @@ class CpuOptions(Options):
 
     cpu_tier: str = DEFAULT_TIER
     cpu_bounds_check: bool = True
+    cpu_interpreter: str = "batched"  # which interpreter runs what the interpreter runs (backend.py)
 
 
 def resolve(opts: dict) -> dict:
@@ -220,11 +221,15 @@ class Stats:
         return out
 
 
-def load(artifact: bytes, source_file: str | None, table, cache: dict, checks: tuple = ()) -> TieredKernel:
+def load(artifact: bytes, source_file: str | None, table, cache: dict, checks: tuple = (),
+         program=None) -> TieredKernel:
+    """The kernel of `artifact`, loaded once per (artifact, file, checks, interpreter) into
+    `cache`; `program(module, table, flags)` builds the interpreter (interp.Program by default)."""
     import hashlib
     from sdk.ttir import parse
-    from .interp import Program
-    key = (hashlib.sha1(artifact).hexdigest(), source_file, checks)
+    if program is None:
+        from .interp import Program as program
+    key = (hashlib.sha1(artifact).hexdigest(), source_file, checks, program)
     hit = cache.get(key)
     if hit is not None:
         return hit
@@ -236,7 +241,7 @@ def load(artifact: bytes, source_file: str | None, table, cache: dict, checks: t
         from .compiled.launch import NativeKernel
         native = NativeKernel(module, obj, meta)
     flags = {f"check_{c}": True for c in checks}
-    kernel = TieredKernel(module, native, lambda: Program(module, table, flags), tier, detail)
+    kernel = TieredKernel(module, native, lambda: program(module, table, flags), tier, detail)
     if native is None:
         kernel.interp()  # built now: a bad attribute fails at load as before
     cache[key] = kernel

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend import DeviceArg, TensorDescArg
+from .records import DeviceArg, TensorDescArg
 from .device import DeviceTensor
 from .errors import Day0Error
 from .numerics import TORCH_TO_TTIR

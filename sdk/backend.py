@@ -30,6 +30,7 @@ from .capabilities import Capabilities, OpSupport, unsupported
 from .device import Allocator, Device, HostDevice
 from .errors import BackendLoadError, BackendUnavailable, UnknownName, UnsupportedOps
 from .lowering import LoweringTable, Rule
+from .records import Artifact, DeviceArg, TensorDescArg
 from .ttir import Module
 
 ENTRY_POINT_GROUP = "day0.backends"
@@ -116,40 +117,6 @@ class Options:
     def hash(self) -> str:
         import hashlib
         return hashlib.sha256(repr(sorted(self.__dict__.items())).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class DeviceArg:
-    """A tensor argument mapped to device memory. The extent travels with it for bounds checks."""
-
-    name: str       # the kernel parameter name
-    address: int    # base address in the backend's address space
-    nbytes: int     # size of the allocation the kernel may touch
-    dtype: str      # TTIR element type name ("f32", "bf16", ...)
-    handle: Any = None  # host-visible bytes (a numpy uint8 view) where there are any, or the backend's own
-
-
-@dataclass(frozen=True)
-class TensorDescArg:
-    """A host tensor descriptor argument (`triton.tools.tensor_descriptor.TensorDescriptor`).
-    Triton's frontend expands such a parameter into the descriptor, then its shape (i32 each) and
-    its strides (i64 each); `launch` receives this in the descriptor's place, followed by those
-    integers, so arguments line up with the kernel's TTIR parameters."""
-
-    base: DeviceArg                  # the tensor the descriptor reads and writes
-    shape: tuple[int, ...]           # elements per dimension
-    strides: tuple[int, ...]         # elements between neighbours per dimension
-    block_shape: tuple[int, ...]     # the tile one load or store moves
-    padding: str = "zero"            # what out-of-bounds loads read: "zero" or "nan"
-
-
-@dataclass(frozen=True)
-class Artifact:
-    """What a stage (or `lower`) may return instead of plain bytes: the bytes plus metadata for
-    Triton (e.g. {"shared": 4096, "name": "kernel"})."""
-
-    data: bytes
-    metadata: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,7 @@ class Pipeline:
             if self.deferred is not None:
                 return self.deferred if last else _Deferred(f"// deferred: {self.deferred[len(DEFERRED):].decode()}")
             out = stage.run(ctx.ir() if stage.takes == "ir" else src, ctx)
-            from .backend import Artifact
+            from .records import Artifact
             if isinstance(out, Artifact):
                 metadata.update(out.metadata)
                 out = out.data

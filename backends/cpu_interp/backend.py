@@ -10,17 +10,16 @@ import dataclasses
 import os
 from typing import Any
 
-import numpy as np
-
 from sdk.arguments import host_arg
 from sdk.backend import Artifact, Backend, KernelInfo, LoweringTable, Options, Target
 from sdk.errors import ConfigError
-from sdk.ttir import Module, TensorType
+from sdk.ttir import Module
 
 from . import reference
 from .interp import Program
 from .ops import TABLE
 from . import tier as tiers
+from .scratch import scratch_bytes
 
 #: the interpreters that can run a kernel, by the name the option `cpu_interpreter` gives:
 #: "batched" (interp.py: every program of a launch at once) and "reference" (reference.py: one
@@ -109,32 +108,6 @@ class CpuInterpBackend(Backend):
 
 #: the run-time checks the batched interpreter offers (Options.checks)
 CHECKS = ("uninit", "races")
-
-
-#: ops a GPU stages through on-chip shared memory (cross-thread data movement)
-_STAGED = frozenset({"tt.reduce", "tt.scan", "tt.dot", "tt.dot_scaled", "tt.trans", "tt.gather",
-                     "tt.histogram", "tt.join", "tt.split", "tt.cat", "tt.reshape"})
-
-
-def scratch_bytes(module: Module, limit: int = 1 << 20) -> int:
-    """The shared memory a GPU-like target would stage for this kernel: the largest tensor
-    operand bytes of any op that moves data across threads (capped at `limit`). cpu_interp needs
-    none, but reports this as the kernel's `metadata.shared` so that host code which sizes
-    persistent grids from it (max_shared_mem // shared) behaves as it would on a device."""
-    from sdk.numerics import numpy_dtype
-    need = 0
-    for op in module.walk():
-        if op.name not in _STAGED:
-            continue
-        for v in op.operands:
-            t = v.type
-            if isinstance(t, TensorType):
-                try:
-                    size = numpy_dtype(str(t.element)).itemsize
-                except Exception:  # pointers and the like
-                    size = 8
-                need = max(need, int(np.prod(t.shape, dtype=np.int64)) * size)
-    return min(need, limit)
 
 
 _EXTRA: contextvars.ContextVar[tuple] = contextvars.ContextVar("day0_cpu_interp_extra", default=())

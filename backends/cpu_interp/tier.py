@@ -127,7 +127,7 @@ def assemble_stage(llir: str, ctx) -> "Artifact":
     """The last stage: LLVM IR -> a native object (jit.py: optimised for this CPU, cached), packed
     with the TTIR; or the TTIR alone for the interpreter."""
     from sdk.backend import Artifact
-    from .backend import scratch_bytes
+    from .scratch import scratch_bytes
     module = ctx.ir()
     data, tier, why = _pack(module, ctx.options, llir, ctx.metadata.pop("day0_cpu", None))
     return Artifact(data, {"shared": scratch_bytes(module), "day0_tier": tier, "day0_tier_detail": why})

@@ -12,6 +12,7 @@ vendor would read them:
   numerics.py   f16 / bf16 / fp8 rounding and conversions, bit for bit the interpreter's
   jit.py        optimise, emit the object, cache it (memory and disk), load it with MCJIT
   launch.py     run the kernel over the grid on a thread pool; faults as the interpreter words them
+  abi.py        the fault kinds compiled code reports and the launcher reads
 
 A kernel that needs something the tier does not lower runs on the interpreter instead, and says
 why (`refusal`); so does a launch with the interpreter's extra checks on (DAY0_CHECK_UNINIT,

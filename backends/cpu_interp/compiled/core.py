@@ -25,16 +25,12 @@ from sdk.ttir import Block, Func, Module, Op, Region, TensorType
 
 from ..provenance import pointer_origins
 from .tensors import TV, Buf, Splat, ZERO, const_i64
-from .types import I1, I8, I32, I64, PTR, Unsupported, elem_of, numel, shape_of
+from .types import I1, I8, I32, I64, ONE32, PTR, ZERO32, Unsupported, elem_of, numel, shape_of
 
 TERMINATORS = frozenset({"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition",
                          "cf.br", "cf.cond_br", "tt.map_elementwise.return"})
-ONE32 = ir.Constant(I32, 1)
-ZERO32 = ir.Constant(I32, 0)
 ALIGN = 64
 
-#: fault kinds (fault[0]); the launcher turns each into the interpreter's message
-FAULT_OOB, FAULT_ASSERT, FAULT_STEP, FAULT_RAW = 1, 2, 3, 4
 #: materialise a lazy value with several uses (or used in a nested region) from this cost on
 KEEP_COST = 3
 

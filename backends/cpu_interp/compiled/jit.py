@@ -67,11 +67,19 @@ def _register_libm() -> None:
             llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
 
 
+#: modules outside this package whose code shapes the emitted code (pointer origins decide the
+#: bounds checks; the numerics module gives the rounding constants)
+_OUTSIDE = ("backends.cpu_interp.provenance", "sdk.numerics")
+
+
 @functools.lru_cache(maxsize=None)
 def fingerprint() -> str:
-    """This package's source, so that an edited compiler never reuses an old object."""
+    """This package's source and what it emits code from, so that an edited compiler never reuses
+    an old object."""
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    import importlib.util
+    outside = [Path(importlib.util.find_spec(name).origin) for name in _OUTSIDE]
+    for path in sorted(Path(__file__).parent.glob("*.py")) + outside:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -19,7 +19,7 @@ from sdk.backend import DeviceArg, TensorDescArg
 from sdk.errors import KernelFault
 
 from . import jit
-from .core import FAULT_ASSERT, FAULT_OOB, FAULT_RAW, FAULT_STEP
+from .abi import FAULT_ASSERT, FAULT_OOB, FAULT_RAW, FAULT_STEP
 
 _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                            ctypes.c_int64, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)

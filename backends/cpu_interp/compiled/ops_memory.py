@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .core import FAULT_OOB, FAULT_RAW
+from .abi import FAULT_OOB, FAULT_RAW
 from .numerics import from_mem, to_mem
 from .ops_arith import apply, elementwise, iconst, res
 from .table import TABLE

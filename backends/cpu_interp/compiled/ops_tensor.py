@@ -15,7 +15,7 @@ from llvmlite import ir
 
 from sdk.ttir import DenseAttr, TensorType
 
-from .core import FAULT_ASSERT
+from .abi import FAULT_ASSERT
 from .numerics import call, finish
 from .ops_arith import constant_scalar, iconst
 from .table import TABLE

@@ -240,6 +240,7 @@ class _Walker:
             for block in func.body.blocks:
                 self._index(block, None)
         self.loop: int | None = None          # the scf.for being walked
+        self.while_done = 0                   # iterations of the last scf.while run concretely
         self.strides: dict[Value, tuple | None] = {}  # integer/pointer tensor -> element stride per axis
         self.splat: dict[Value, Any] = {}     # tensor -> the scalar it is filled with, when known
         self.indirect: set = set()            # values derived from tensors loaded from memory
@@ -484,10 +485,11 @@ class _Walker:
             return
         elif n == "scf.while":
             if not self._while(op, env, mult):
-                self.c.estimated = True
+                self.c.estimated = True  # the iterations run concretely so far are counted already
+                trips = max(_bisection_trips(op) - self.while_done, 0.0)
                 for region in op.regions:
                     for block in region.blocks:
-                        self.block(block, dict(env), mult)
+                        self.block(block, dict(env), mult * trips)
             return
         elif n == "tt.call":
             callee = self.module.funcs.get(op.attrs["callee"].name)
@@ -524,9 +526,11 @@ class _Walker:
     def _while(self, op: Op, env: dict, mult: float) -> bool:
         """Run an scf.while whose carried scalars and condition follow from known values (a binary
         search over cumulative lengths): its work counted per iteration, its results bound. False
-        when a value it needs is unknown (the caller then estimates)."""
+        when a value it needs is unknown (the caller then estimates; `while_done` says how many
+        iterations were counted before that)."""
         before, after = op.regions[0].entry, op.regions[1].entry
         vals = [env.get(v) for v in op.operands]
+        self.while_done = 0
         for _ in range(self.WHILE_LIMIT):
             if None in vals:
                 return False
@@ -546,6 +550,7 @@ class _Walker:
             aenv = dict(env)
             aenv.update(zip(after.args, forwarded))
             self.block(after, aenv, mult)
+            self.while_done += 1
             vals = [aenv.get(v) for v in _terminator_operands(after, "scf.yield")]
         return False
 
@@ -587,6 +592,19 @@ class _Walker:
             self.c.estimated = True
             return 1.0
         return float(max(0, -(-(int(ub) - int(lb)) // int(step))))
+
+
+#: a data-dependent scf.while over integers is counted as a bisection over a 32-bit value range
+BISECTION_BITS = 32
+
+
+def _bisection_trips(op: Op) -> float:
+    """Iterations of an scf.while whose condition depends on loaded data: a loop carrying integer
+    scalars (the bounds of a search) is counted as a bisection over their value range, at most
+    BISECTION_BITS halvings (a threshold search over 32-bit order keys); any other loop once."""
+    bits = [v.type.bits for v in op.operands
+            if isinstance(v.type, ScalarType) and v.type.is_int and v.type.bits > 1]
+    return float(min(max(bits), BISECTION_BITS)) if bits else 1.0
 
 
 def _terminator_operands(block: Block, name: str) -> list:

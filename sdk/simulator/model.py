@@ -30,7 +30,7 @@ class Prediction:
     time_s: float
     fits: bool
     why: list[str] = field(default_factory=list)
-    bound: str = ""              # "memory", "matrix", "vector", "latency" or "launch"
+    bound: str = ""              # "memory", "matrix", "vector", "latency", "launch" or "host"
     bytes: float = 0.0           # DRAM bytes
     flops: float = 0.0
     programs: int = 0
@@ -117,14 +117,28 @@ def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies
     for p in parts:
         for k, v in p.terms.items():
             terms[k] = terms.get(k, 0.0) + v
+    device_s = sum(p.time_s for p in parts)
+    host_s = host_time(getattr(launches, "host", None), len(parts), eff)
+    terms["host"] = host_s
+    bound = "host" if host_s > device_s else max(parts, key=lambda p: p.time_s).bound
     return Prediction(
-        time_s=sum(p.time_s for p in parts), fits=all(p.fits for p in parts),
+        time_s=max(device_s, host_s), fits=all(p.fits for p in parts),
         why=[w for p in parts for w in p.why],
-        bound=max(parts, key=lambda p: p.time_s).bound, bytes=sum(p.bytes for p in parts),
+        bound=bound, bytes=sum(p.bytes for p in parts),
         flops=sum(p.flops for p in parts), programs=max(p.programs for p in parts),
         footprint_bytes=max(p.footprint_bytes for p in parts), shared_bytes=max(p.shared_bytes for p in parts),
         estimated=any(p.estimated for p in parts), notes=sorted({n for p in parts for n in p.notes}),
         terms=terms)
+
+
+def host_time(host, launches: int, eff: Efficiencies) -> float:
+    """Host seconds of one call: each launch's argument binding and driver call, and each question
+    the launch wrapper asks the driver (`host`: sdk.simulator.run.HostWork; without it, launches
+    only)."""
+    n = host.launches if host is not None else launches
+    queries = host.property_queries if host is not None else 0
+    targets = host.target_queries if host is not None else 0
+    return n * eff.host_launch_s + queries * eff.host_query_s + targets * eff.host_target_s
 
 
 def relative_error(predicted: float, measured: float) -> float:

@@ -1,6 +1,8 @@
 """Simulate suite kernels on device models: capture each case's launches, analyse, predict."""
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import torch
@@ -16,24 +18,85 @@ from .model import predict
 
 class Captured(list):
     """The analysed launches of one call; `target_dependent`: whether the wrapper asked for device
-    properties or the kernels use fp8 types (then another target may launch something else)."""
+    properties or the kernels use fp8 types (then another target may launch something else);
+    `host`: what the call's host code did besides computing (HostWork)."""
 
     target_dependent: bool = False
+    host: "HostWork | None" = None
+
+
+@dataclass(frozen=True)
+class HostWork:
+    """Host work of one call that costs time on a real device's host: Triton launches, and the
+    launch wrapper's own questions to the driver (device properties, the target and its compiler
+    options: what fp8 types it has). Triton's own machinery asking once per kernel is not counted."""
+
+    launches: int = 0
+    property_queries: int = 0
+    target_queries: int = 0
+
+
+#: files whose frames stand between a launch wrapper and a driver query (the bridge, the capture)
+_PLUMBING = ("sdk/triton_bridge.py", "sdk/capture.py", "sdk/simulator/run.py")
+
+
+def _asked_by_wrapper(depth: int = 2) -> bool:
+    """Whether the driver query being answered came from launch-wrapper code rather than from
+    Triton's runtime or compiler (which ask once per kernel and cache the answer)."""
+    f = sys._getframe(depth)
+    while f is not None:
+        name = f.f_code.co_filename.replace("\\", "/")
+        if any(name.endswith(p) for p in _PLUMBING) or "importlib" in name:
+            f = f.f_back
+            continue
+        return "/triton/" not in name or "/triton/language/" in name
+    return False
+
+
+class _HostCounter:
+    """Counts the wrapper's driver queries while a capture is active."""
+
+    def __init__(self, backend) -> None:
+        import triton
+        self.backend, self.driver = backend, triton.runtime.driver.active
+        self.props = self.targets = 0
+
+    def __enter__(self) -> "_HostCounter":
+        props, target = self.backend.device_properties, self.driver.get_current_target
+
+        def device_properties():
+            if _asked_by_wrapper():
+                self.props += 1
+            return props()
+
+        def get_current_target():
+            if _asked_by_wrapper():
+                self.targets += 1
+            return target()
+        self.backend.device_properties, self.driver.get_current_target = device_properties, get_current_target
+        self._saved = (props, target)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.backend.__dict__.pop("device_properties", None)
+        self.driver.__dict__.pop("get_current_target", None)
 
 
 def capture_launches(spec: KernelSpec, case, dtype: str, fp8: tuple[str, ...] | None = None,
-                     props: dict | None = None, staging=None) -> tuple[list, bool]:
+                     props: dict | None = None, staging=None) -> tuple[list, bool, HostWork]:
     """The raw launches of one (case, dtype) as launched for a target with these fp8 types and
     device properties (wrappers that pick native fp8 or an emulation, or size tiles and grids by
     the device, pick as they would there; with `staging`, a configuration whose shared memory the
     target cannot hold is refused, as its compiler refuses it, so that first-fit wrappers and
-    autotuners move on), and whether the outcome depended on the target."""
+    autotuners move on), whether the outcome depended on the target, and the call's host work."""
     gen = torch.Generator(device="cpu").manual_seed(case_seed(spec.name, case.name, dtype))
     inputs = spec.make_inputs(case, DTYPES[dtype], "cpu", gen)
     cap = capture(fp8, props, _shared_check(staging) if staging is not None else None)
     with cap:
-        spec.run(inputs, case)
-    return list(cap.launches), cap.queried or cap.refused
+        with _HostCounter(cap.backend) as host:
+            spec.run(inputs, case)
+    work = HostWork(len(cap.launches), host.props, host.targets)
+    return list(cap.launches), cap.queried or cap.refused, work
 
 
 def _shared_check(staging):
@@ -49,9 +112,9 @@ def _shared_check(staging):
     return need
 
 
-def analyse_launches(launches: list, queried: bool = False) -> Captured:
+def analyse_launches(launches: list, queried: bool = False, host: HostWork | None = None) -> Captured:
     """Each raw launch analysed; what one launch stores is not read back by later ones (nothing
-    ran, so it holds no real data)."""
+    ran, so it holds no real data). `host`: the call's host work (captured with the launches)."""
     out, written = Captured(), []
     for launch in launches:
         counts = analyse(launch.module, launch.grid, launch.args, unwritten=written,
@@ -60,6 +123,7 @@ def analyse_launches(launches: list, queried: bool = False) -> Captured:
         written += [(a.address, a.nbytes) for a in launch.args
                     if isinstance(a, DeviceArg) and counts.stored_by_arg.get(a.name)]
     out.target_dependent = queried or _uses_fp8(out)
+    out.host = host if host is not None else HostWork(len(launches))
     return out
 
 

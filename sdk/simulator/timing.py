@@ -25,6 +25,11 @@ memory and registers one program needs):
   the calibration GPU and scaled by the device model's launch overhead against that GPU's.
 time = floor + max(memory, matrix + vector, serial); within a program the vector work between dots
 (attention's softmax) does not overlap them.
+
+A call (sdk.simulator.model.predict) is its launches one after another, or its host work where that
+takes longer: the device idles while the host binds each launch's arguments and answers the launch
+wrapper's questions to the driver (device properties, the target's compiler options), each at a
+learned cost (`host_*`), measured on the calibration GPU's host; host code is the same on any device.
 """
 from __future__ import annotations
 
@@ -58,6 +63,9 @@ class Efficiencies:
     reduce_latency_s: float = 1e-7    # a reduction or scan across the lanes of a program
     launch_floor_s: float = 3e-6     # per launch on the calibration device ...
     launch_reference_s: float = 5e-6  # ... whose device model gives this launch overhead
+    host_launch_s: float = 5e-6       # host work of one Triton launch (argument binding, the driver call)
+    host_query_s: float = 5e-4        # a launch wrapper asking the driver for device properties
+    host_target_s: float = 5e-5       # a launch wrapper asking for the target and its compiler options
     source: str = "defaults"
 
     def as_dict(self) -> dict:
@@ -67,7 +75,8 @@ class Efficiencies:
                 "dot_latency_s": self.dot_latency_s, "reduce_latency_s": self.reduce_latency_s,
 
                 "launch_floor_s": self.launch_floor_s, "launch_reference_s": self.launch_reference_s,
-                "source": self.source}
+                "host_launch_s": self.host_launch_s, "host_query_s": self.host_query_s,
+                "host_target_s": self.host_target_s, "source": self.source}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Efficiencies":
@@ -82,6 +91,9 @@ class Efficiencies:
 
                    launch_floor_s=float(d.get("launch_floor_s", base.launch_floor_s)),
                    launch_reference_s=float(d.get("launch_reference_s", base.launch_reference_s)),
+                   host_launch_s=float(d.get("host_launch_s", base.host_launch_s)),
+                   host_query_s=float(d.get("host_query_s", base.host_query_s)),
+                   host_target_s=float(d.get("host_target_s", base.host_target_s)),
                    source=str(d.get("source", "")))
 
 

@@ -1,0 +1,98 @@
+"""The simulator's host side of a call (launches and the wrapper's driver questions) and its count
+of data-dependent while loops."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from sdk.capture import capture
+from sdk.device_models import load
+from sdk.simulator import analyse, predict
+from sdk.simulator.run import Captured, HostWork, _HostCounter, analyse_launches
+from sdk.simulator.timing import Efficiencies
+
+
+@triton.jit
+def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 3.0, mask=m)
+
+
+@triton.jit
+def threshold_search(keys_ptr, bounds_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Bisection for the smallest key value t with count(keys >= t) <= n // 2 (a top-k threshold)."""
+    offs = tl.arange(0, BLOCK)
+    a = tl.load(bounds_ptr)
+    b = tl.load(bounds_ptr + 1)
+    while a < b:
+        mid = a + (b - a) // 2
+        cnt = tl.sum((tl.load(keys_ptr + offs, mask=offs < n, other=-1) >= mid).to(tl.int32), axis=0)
+        a = tl.where(cnt <= n // 2, a, mid + 1)
+        b = tl.where(cnt <= n // 2, mid, b)
+    tl.store(out_ptr, a)
+
+
+EFF = Efficiencies(launch_floor_s=2e-6, host_launch_s=1e-6, host_query_s=8e-4, host_target_s=6e-5)
+
+
+def test_host_work_counts_the_wrappers_questions_to_the_driver():
+    x, out = torch.randn(4096), torch.empty(4096)
+
+    def wrapper():
+        driver = triton.runtime.driver.active
+        sms = driver.utils.get_device_properties(0)["multiprocessor_count"]
+        driver.utils.get_device_properties(0)
+        driver.get_current_target()
+        for _ in range(3):
+            scale[(max(1, min(sms, 4)),)](x, out, 4096, BLOCK=1024)
+
+    cap = capture(props={"multiprocessor_count": 132})
+    with cap:
+        with _HostCounter(cap.backend) as host:
+            wrapper()
+    assert (len(cap.launches), host.props, host.targets) == (3, 2, 1)
+    # launching alone asks nothing on the wrapper's behalf
+    cap = capture()
+    with cap:
+        with _HostCounter(cap.backend) as host:
+            scale[(4,)](x, out, 4096, BLOCK=1024)
+        # the counter leaves the driver and the backend as it found them: questions after it go uncounted
+        triton.runtime.driver.active.get_current_target()
+        triton.runtime.driver.active.utils.get_device_properties(0)
+    assert (host.props, host.targets) == (0, 0)
+
+
+def _one_small_launch() -> Captured:
+    x, out = torch.randn(1024), torch.empty(1024)
+    cap = capture()
+    with cap:
+        scale[(1,)](x, out, 1024, BLOCK=1024)
+    return analyse_launches(list(cap.launches))
+
+
+def test_a_call_takes_its_host_work_where_that_is_longer_than_the_device_work():
+    h100 = load("nvidia_h100")
+    launches = _one_small_launch()
+    device_only = predict(launches, h100, EFF)
+    assert device_only.bound != "host" and device_only.terms["host"] == pytest.approx(EFF.host_launch_s)
+    launches.host = HostWork(launches=1, property_queries=2, target_queries=1)
+    asked = predict(launches, h100, EFF)
+    want = EFF.host_launch_s + 2 * EFF.host_query_s + EFF.host_target_s
+    assert asked.bound == "host" and asked.time_s == pytest.approx(want)
+    assert asked.time_s > 10 * device_only.time_s
+
+
+def test_a_data_dependent_while_loop_counts_as_a_bisection():
+    keys = torch.randint(0, 1 << 20, (256,), generator=torch.Generator().manual_seed(3), dtype=torch.int32)
+    bounds = torch.tensor([0, 1 << 20], dtype=torch.int32)
+    out = torch.full((1,), -7, dtype=torch.int32)
+    cap = capture()
+    with cap:
+        threshold_search[(1,)](keys, bounds, out, 256, BLOCK=256)
+    la = cap.launches[0]
+    # the bounds live in a tensor the analysis may read, but the loop's condition depends on keys
+    c = analyse(la.module, la.grid, la.args)
+    assert c.estimated
+    per_pass = 256 * 4
+    assert c.loaded_by_arg["keys_ptr"] == pytest.approx(32 * per_pass)

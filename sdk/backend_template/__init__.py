@@ -3,6 +3,10 @@
 Every template ends in `.tmpl` and is rendered by replacing `{{key}}` placeholders; the directory
 `package/` becomes the Python package `src/NAME_triton_backend/` and `gitignore` becomes `.gitignore`.
 The device model is not a template: the scaffold copies the chosen model's YAML verbatim.
+
+Two shapes of backend (`CODEGENS`): "interp" (the files here: a lowering table whose rules
+cpu_interp's interpreter runs) and "llvm" (the same files, with those under `llvm/` replacing or
+adding to them and `DROPPED` left out: an emitter table writing LLVM IR, compiled in stages).
 """
 from __future__ import annotations
 
@@ -31,7 +35,26 @@ def placeholders(name: str, device_model: str) -> dict[str, str]:
     }
 
 
-def render(name: str, device_model: str, device_model_yaml: str) -> dict[str, str]:
+#: the shapes a package can start from (`day0 scaffold --codegen`); the first is the default
+CODEGENS = ("interp", "llvm")
+#: per shape, the common templates it leaves out (by their path under TEMPLATE_DIR, without .tmpl)
+DROPPED = {"llvm": ("package/lowering.py",)}
+
+
+def templates(codegen: str = "interp") -> dict[str, Path]:
+    """The template of each file a `codegen`-shaped package has, by its path under TEMPLATE_DIR."""
+    def under(root: Path) -> dict[str, Path]:
+        return {src.relative_to(root).with_suffix("").as_posix(): src for src in sorted(root.rglob("*.tmpl"))}
+    common = {rel: src for rel, src in under(TEMPLATE_DIR).items() if rel.split("/")[0] not in CODEGENS}
+    if codegen == "interp":
+        return common
+    if codegen not in CODEGENS:
+        raise ValueError(f"codegen '{codegen}': choose one of {', '.join(CODEGENS)}")
+    kept = {rel: src for rel, src in common.items() if rel not in DROPPED.get(codegen, ())}
+    return {**kept, **under(TEMPLATE_DIR / codegen)}
+
+
+def render(name: str, device_model: str, device_model_yaml: str, codegen: str = "interp") -> dict[str, str]:
     """Every file of the package, as {relative path: text}."""
     values = placeholders(name, device_model)
 
@@ -39,8 +62,7 @@ def render(name: str, device_model: str, device_model_yaml: str) -> dict[str, st
         return values[match.group(1)]
 
     files: dict[str, str] = {}
-    for src in sorted(TEMPLATE_DIR.rglob("*.tmpl")):
-        rel = src.relative_to(TEMPLATE_DIR).with_suffix("").as_posix()
+    for rel, src in sorted(templates(codegen).items()):
         rel = re.sub(r"^package/", f"src/{values['package']}/", rel)
         rel = ".gitignore" if rel == "gitignore" else rel
         files[rel] = _PLACEHOLDER.sub(substitute, src.read_text(encoding="utf-8"))

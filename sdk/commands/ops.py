@@ -1,5 +1,7 @@
 """`day0 ops --backend B`: the TTIR ops the suite needs that B does not accept (its capabilities),
-found without running anything, each with the kernels and models it blocks.
+found without running anything, each with the kernels and models it blocks; for a backend with a
+lowering table, also by op family what its own rules lower and what it delegates (rules borrowed
+from another backend), and which kernels run on its own rules alone.
 
     day0 ops --backend B [--kernels K,..] [--json]
 """
@@ -20,7 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ops", help="ops the suite needs that a backend cannot lower (nothing is run)",
         description="Capture the TTIR of every conformance kernel (quick cases, every dtype) without "
         "running it, and list the ops (with element types) that the backend's capabilities lack, "
-        "ranked by the models they block.")
+        "ranked by the models they block. For a backend with a lowering table, also per op family "
+        "(program, pointers, memory, ... in the order kernels need them) which ops its own rules lower and "
+        "which it delegates to another backend's rules, and which kernels need no delegated op.")
     p.add_argument("--backend", required=True, metavar="B", help="backend name (or NAME@ARCH variant)")
     p.add_argument("--kernels", metavar="K,..", help="only these kernels (comma separated)")
     p.add_argument("--model", action="append", default=[], metavar="NAME|CONFIG.json",
@@ -78,10 +82,11 @@ def run(args: argparse.Namespace) -> int:
     all_keys = {f"{op.name}" for k in captured for mod in k.modules for op in mod.walk()}
     items = sum(k.items for k in captured)
     errors = [f"{k.kernel} {e}" for k in captured for e in k.errors]
+    own = _own_and_delegated(backend, captured, all_keys)
     if args.json:
         print(json.dumps({
             "backend": args.backend, "kernels": names, "items": items, "op_names": len(all_keys),
-            "missing": [vars(m) for m in missing], "capture_errors": errors}, indent=1))
+            "missing": [vars(m) for m in missing], "capture_errors": errors, **own}, indent=1))
         return 0
     print(f"{args.backend}: {len(names)} kernel(s), {items} item(s) captured, {len(all_keys)} distinct "
           f"op name(s); {len(missing)} missing op(s)" + (" -- the backend's capabilities cover the suite"
@@ -92,6 +97,51 @@ def run(args: argparse.Namespace) -> int:
               f"{len(m.kernels)} kernel(s) ({', '.join(m.kernels)}){alone}")
         if m.example:
             print(f"       e.g. {m.example}")
+    if own:
+        print(_render_families(args.backend, own))
     for e in errors:
         print(f"day0: warning: could not capture {e}", file=sys.stderr)
     return 0
+
+
+def _own_and_delegated(backend, captured: list, used: set[str]) -> dict:
+    """For a backend with a lowering table: per op family its own and delegated ops (and the used
+    ops it lacks), and per kernel the delegated ops it needs and the ops it lacks; else {}."""
+    from ..lowering import LoweringTable
+    from ..op_families import by_family
+    table = getattr(backend, "lowering", None)
+    if not isinstance(table, LoweringTable):
+        return {}
+    needs: dict[str, dict[str, list[str]]] = {}
+    for k in captured:
+        ops = [op for mod in k.modules for op in mod.walk()]
+        lowered = [op.name for op in ops if table.supports(op)]
+        needs[k.kernel] = {"delegated": sorted({name for name in lowered if table.borrowed(name)}),
+                           "missing": sorted({op.name for op in ops if not table.supports(op)})}
+    return {"families": by_family(table, used), "kernels_need": needs}
+
+
+#: kernels needing delegated or missing ops listed one per line, at most
+_KERNEL_LINES = 20
+
+
+def _render_families(backend: str, own: dict) -> str:
+    lines = [f"by op family: the ops {backend}'s own rules lower, of all in the family; of the ops these "
+             f"kernels use, those it delegates (borrowed rules) and lacks:"]
+    for f in own["families"]:
+        used_delegated = [op for op in f["delegated"] if op in f["used"]]
+        extra = (f"; delegated: {' '.join(used_delegated)}" if used_delegated else "") + \
+                (f"; missing: {' '.join(f['missing'])}" if f["missing"] else "")
+        lines.append(f"  {f['family']:13} own {len(f['own'])}/{f['total']}{extra}")
+    needs = own["kernels_need"]
+    alone = sorted(k for k, n in needs.items() if not n["delegated"] and not n["missing"])
+    lines.append(f"kernels on {backend}'s own rules alone: {len(alone)} of {len(needs)}"
+                 + (f" ({', '.join(alone)})" if alone else ""))
+    others = [(k, n) for k, n in sorted(needs.items()) if n["delegated"] or n["missing"]]
+    for k, n in others[:_KERNEL_LINES]:
+        said = [f"delegates {', '.join(n['delegated'])}"] if n["delegated"] else []
+        said += [f"lacks {', '.join(n['missing'])}"] if n["missing"] else []
+        lines.append(f"  {k} {'; '.join(said)}")
+    if len(others) > _KERNEL_LINES:
+        lines.append(f"  ... and {len(others) - _KERNEL_LINES} more kernel(s) (--json lists every one)")
+    return "\n".join(lines)

@@ -1,11 +1,12 @@
 """`day0 scaffold NAME`: a new device backend package, ready to `pip install -e`.
 
-    day0 scaffold NAME [--device-model MODEL|PATH] [--out DIR] [--force]
+    day0 scaffold NAME [--codegen interp|llvm] [--device-model MODEL|PATH] [--out DIR]
+                       [--force]
 
-Writes DIR/NAME_triton_backend/ (see sdk/backend_template/). Everything is validated before the
-first byte is written: the files are rendered into a temporary directory beside the target and moved
-into place at the end, so a failed scaffold leaves nothing behind and an existing package is only
-replaced with --force.
+Writes DIR/NAME_triton_backend/ (see sdk/backend_template/) in one of two shapes (`--codegen`).
+Everything is validated before the first byte is written: the files are rendered into a temporary
+directory beside the target and moved into place at the end, so a failed scaffold leaves nothing
+behind and an existing package is only replaced with --force.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from ..backend import ENTRY_POINT_GROUP
-from ..backend_template import package_name, render
+from ..backend_template import CODEGENS, package_name, render
 from ..device_models import MODELS_DIR, is_path, load
 from ..errors import Day0Error
 
@@ -29,10 +30,18 @@ DEFAULT_DEVICE_MODEL = "generic_npu"
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "scaffold", help="generate a new backend package",
-        description="Generate NAME_triton_backend/: a pip-installable day0 backend with a lowering "
-        "table to fill, memory and launch hooks over a native C++ runtime stub, the device model it "
-        "targets, tests and a bring-up checklist.")
+        description="Generate NAME_triton_backend/: a pip-installable day0 backend with a table to fill "
+        "family by family (interpreter rules; with --codegen llvm, emitter rules writing LLVM IR), memory "
+        "and launch hooks over a native C++ runtime stub, the device model it targets, tests and a "
+        "bring-up checklist.")
     p.add_argument("name", metavar="NAME", help="backend name: a lowercase Python identifier, e.g. mynpu")
+    p.add_argument("--codegen", default=CODEGENS[0], metavar="|".join(CODEGENS),
+                   help="the backend's shape: 'interp' (default): a lowering table of rules that "
+                   "cpu_interp's interpreter runs, the start for any device; 'llvm': for a toolchain that "
+                   "is an LLVM target: an emitter table writing LLVM IR with llvmlite, compiled in stages "
+                   "(TTIR passes, 'llir', a binary), with program ids, pointers, masked loads and stores, "
+                   "shapes, arithmetic and reductions written; kernels needing other ops run on cpu_interp "
+                   "when delegating")
     p.add_argument("--device-model", default=DEFAULT_DEVICE_MODEL, metavar="MODEL",
                    help=f"shipped model name or YAML path to copy into the package (default "
                    f"{DEFAULT_DEVICE_MODEL})")
@@ -76,6 +85,8 @@ def model_text(spec: str) -> tuple[str, str]:
 
 
 def _scaffold(args: argparse.Namespace) -> int:
+    if args.codegen not in CODEGENS:
+        raise Day0Error(f"--codegen '{args.codegen}': choose one of {', '.join(CODEGENS)}")
     check_name(args.name)
     model, yaml_text = model_text(args.device_model)
     out = Path(args.out)
@@ -84,7 +95,7 @@ def _scaffold(args: argparse.Namespace) -> int:
     target = out / package_name(args.name)
     if (target.exists() or target.is_symlink()) and not args.force:
         raise Day0Error(f"{target} already exists; pass --force to replace it")
-    files = render(args.name, model, yaml_text)
+    files = render(args.name, model, yaml_text, args.codegen)
 
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=out))
     try:
@@ -103,7 +114,8 @@ def _scaffold(args: argparse.Namespace) -> int:
     if not args.name.islower():
         print(f"note: '{args.name}' is not lowercase; package indexes and Triton normalise names, "
               f"lowercase avoids surprises", file=sys.stderr)
-    print(f"created {target} ({len(files)} files): backend '{args.name}' targeting device model '{model}'")
+    print(f"created {target} ({len(files)} files): backend '{args.name}' ({args.codegen} shape) targeting "
+          f"device model '{model}'")
     print(f"next:\n  pip install -e {target}\n  day0 ops --backend {args.name}\n"
           f"  {args.name.upper()}_DELEGATE=1 day0 conformance --backend {args.name} --quick")
     return 0

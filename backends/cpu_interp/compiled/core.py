@@ -9,8 +9,9 @@
         programs first .. last-1 (linear ids, x fastest) one after another; the program that
         faulted is written to fault[2..4]
 
-Ops are emitted in program order by the rules of `table.TABLE` (rule(fx, op, *operand values)
--> result values). A scalar is an LLVM value; a block tensor is a `tensors.TV`, lazy where it can
+Ops are emitted in program order by the rules of `table.TABLE`, or of the table a caller gives
+`KernelCompiler` (a scaffolded LLVM backend's emitter), as rule(fx, op, *operand values) -> result
+values. A scalar is an LLVM value; a block tensor is a `tensors.TV`, lazy where it can
 be (see tensors.py). A lazy value worth keeping is materialised where it is defined: one that
 costs a few operations per element and has several uses, or is used inside a nested region (a
 loop body would recompute it every iteration).
@@ -24,6 +25,7 @@ from llvmlite import ir
 from sdk.ttir import Block, Func, Module, Op, Region, TensorType
 
 from ..provenance import pointer_origins
+from .table import TABLE
 from .tensors import TV, Buf, Splat, ZERO, const_i64
 from .types import I1, I8, I32, I64, ONE32, PTR, ZERO32, Unsupported, elem_of, numel, shape_of
 
@@ -257,9 +259,9 @@ class FunctionEmitter:
         return self.emit_block(region.blocks[0], args)
 
     def emit_op(self, op: Op) -> None:
-        from .table import TABLE
-        rule = TABLE.get(op.name)
-        if rule is None or not TABLE.supports(op):
+        table = self.kc.table
+        rule = table.get(op.name)
+        if rule is None or not table.supports(op):
             raise Unsupported(f"{op.name} ({op.type_signature()})")
         out = rule(self, op, *[self.get(v) for v in op.operands])
         if not op.results:
@@ -333,10 +335,12 @@ def _use_counts(func: Func) -> tuple[dict[int, int], dict[int, bool]]:
 class KernelCompiler:
     """One TTIR module -> an LLVM module with `day0_body` and `day0_kernel` (see the module doc)."""
 
-    def __init__(self, module: Module, bounds_check: bool = True):
+    def __init__(self, module: Module, bounds_check: bool = True, table=None):
+        """`table`: the emitter rules (a LoweringTable; default the compiled tier's own, table.TABLE)."""
         self.module = module
         self.bounds_check = bounds_check
         self.origins = pointer_origins(module)  # per access: the arguments its pointer may address
+        self.table = TABLE if table is None else table
         self.ir = ir.Module(name="day0_kernel")
         self.arena = 0
         self._op_index = {id(op): k for k, op in enumerate(module.walk())}

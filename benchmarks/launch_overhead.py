@@ -7,6 +7,10 @@ Each launch is timed on its own (perf_counter_ns around `kernel[grid](...)`), af
 compilation; the two paths alternate in rounds so that clock drift hits both, and the GPU is
 synchronised between rounds (outside the timing) so a full launch queue never blocks a launch.
 Reports the median and mean per path and the median difference (target: <= 2 us).
+
+Also the host time of what launch wrappers ask the active driver on every call (device properties
+to size a grid, the current target to pick a code path), per path, with a profile of the bridge's
+slowest query, so that a per-call cost a wrapper pays through the bridge and not on Triton is seen.
 """
 from __future__ import annotations
 
@@ -63,6 +67,40 @@ def render(res: dict) -> str:
     return "\n".join(lines)
 
 
+QUERIES = {
+    "get_device_properties": lambda d: d.utils.get_device_properties(0),
+    "get_current_target": lambda d: d.get_current_target(),
+}
+
+
+def time_queries(n: int) -> dict:
+    """Median host time (us) of each wrapper query through `triton.runtime.driver.active`."""
+    out = {}
+    for name, q in QUERIES.items():
+        q(triton.runtime.driver.active)
+        samples = []
+        for _ in range(n):
+            t0 = time.perf_counter_ns()
+            q(triton.runtime.driver.active)
+            samples.append(time.perf_counter_ns() - t0)
+        out[name] = statistics.median(samples) / 1e3
+    return out
+
+
+def profile_query(name: str, n: int = 200) -> str:
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        QUERIES[name](triton.runtime.driver.active)
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumtime").print_stats(12)
+    return buf.getvalue()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
@@ -115,11 +153,20 @@ def main(argv: list[str] | None = None) -> int:
         with sdk.activate(args.backend):
             bridge_ns += timed(per_round)
     res = report(summarize("direct", direct_ns), summarize("bridge", bridge_ns))
+    res["queries_us"] = {"direct": time_queries(2000)}
+    with sdk.activate(args.backend):
+        res["queries_us"]["bridge"] = time_queries(2000)
+        slowest = max(res["queries_us"]["bridge"], key=res["queries_us"]["bridge"].get)
+        profile = profile_query(slowest)
     res.update(date=_dt.date.today().isoformat(), gpu=torch.cuda.get_device_name(), triton=triton.__version__,
                torch=torch.__version__, backend=args.backend)
     print(render(res))
-    with open(args.out, "w") as f:
-        json.dump(res, f, indent=1)
+    print(f"{'wrapper query (median us)':34s} {'direct':>10s} {'bridge':>10s}")
+    for q in QUERIES:
+        print(f"{q:34s} {res['queries_us']['direct'][q]:10.2f} {res['queries_us']['bridge'][q]:10.2f}")
+    print(f"profile of {slowest} through the bridge:\n{profile}")
+    from sdk.fileio import atomic_write_text
+    atomic_write_text(args.out, json.dumps(res, indent=1) + "\n")
     print(f"results: {args.out}")
     return 0
 

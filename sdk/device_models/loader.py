@@ -36,6 +36,8 @@ def load(spec: str | os.PathLike[str]) -> DeviceModel:
     (sdk.device_models.installed), or any model file by PATH."""
     if is_path(spec):
         return load_file(Path(spec))
+    if NAME_RE.fullmatch(spec) and (MODELS_DIR / f"{spec}.yaml").is_file():
+        return _load_shipped(spec)  # one stat, no listing: launch wrappers reach this on every call
     if spec not in names():
         installed = installed_models() if NAME_RE.fullmatch(spec) else {}
         if spec in installed:

@@ -283,6 +283,33 @@ def test_shape_ops_gather_histogram_bitwise():
     same_bits(ref["hist"], got["hist"])
 
 
+def test_element_memo_never_answers_for_a_freed_tensor():
+    """Element values are remembered per (tensor, index) by identity: a tensor value made and
+    dropped while emitting one op must not leave an entry that the next tensor Python puts at
+    the same address would read (that miscompiled a kernel of Inductor's now and then)."""
+    from llvmlite import ir
+    from backends.cpu_interp.compiled.core import FunctionEmitter
+    from backends.cpu_interp.compiled.tensors import Lazy, Splat
+    from backends.cpu_interp.compiled.types import I32, I64, elem
+
+    class Emitter:  # the memo of the function emitter, over one LLVM function
+        index_key = staticmethod(FunctionEmitter.index_key)
+        memo_get, memo_put = FunctionEmitter.memo_get, FunctionEmitter.memo_put
+
+        def __init__(self):
+            fn = ir.Function(ir.Module(), ir.FunctionType(I32, [I32, I64]), name="f")
+            self.x, self.i = fn.args
+            self.b, self.scopes = ir.IRBuilder(fn.append_basic_block()), [{}]
+
+    fx = Emitter()
+    i32 = elem("i32")
+    for k in range(64):
+        t = Lazy(lambda fx, v, k=k: fx.b.add(v, ir.Constant(I32, k)), [Splat(fx.x, (8,), i32)], (8,), i32)
+        got = t.at(fx, [fx.i])
+        assert got.operands[1].constant == k, f"tensor {k} was answered with tensor {got.operands[1].constant}'s value"
+        del t
+
+
 # ---------------------------------------------------------------------------------------- dot
 @triton.jit
 def gemm(a, b, c, M, N, K, sam, sbk, scm, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):

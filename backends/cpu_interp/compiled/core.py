@@ -73,6 +73,8 @@ class FunctionEmitter:
     # ------------------------------------------------------------------------ memo scopes
     @staticmethod
     def index_key(idx) -> tuple:
+        """A memo key part for the index values `idx` (by identity: pass the values themselves to
+        `memo_put` as `keep`, so that no other value can take an identity the key holds)."""
         return tuple(("c", i.constant) if isinstance(i, ir.Constant) else id(i) for i in idx)
 
     def memo_get(self, key):
@@ -82,8 +84,11 @@ class FunctionEmitter:
                 return hit[0]
         return None
 
-    def memo_put(self, key, value) -> None:
-        self.scopes[-1][key] = (value, key)
+    def memo_put(self, key, value, keep=()) -> None:
+        """Remember `value` under `key` in the innermost scope; `keep`: the objects whose
+        identities `key` holds, kept alive as long as the entry (a key made of the identity of
+        an object that was freed would match whatever object Python puts at its address next)."""
+        self.scopes[-1][key] = (value, keep)
 
     # ------------------------------------------------------------------------------- arena
     def alloc(self, shape, elem) -> Buf:

@@ -74,7 +74,7 @@ class TV:
         hit = fx.memo_get(key)
         if hit is None:
             hit = self._at(fx, idx)
-            fx.memo_put(key, hit)
+            fx.memo_put(key, hit, (self, list(idx)))
         return hit
 
     def _at(self, fx, idx: list) -> ir.Value:

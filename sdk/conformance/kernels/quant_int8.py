@@ -157,7 +157,10 @@ def per_token_quant_reference(x: torch.Tensor):
     rounded half away from zero."""
     xf = x.float().cpu()
     amax = xf.abs().amax(-1, keepdim=True).clamp_min(EPS)
-    v = (xf * (127.0 / amax)).double()                    # two IEEE fp32 operations, as the kernel
+    # fp32(127 / amax) correctly rounded, as div_rn gives it: through fp64 (exact for fp32 operands);
+    # torch's `127.0 / tensor` is reciprocal-then-multiply, one ulp off for a quarter of the values
+    inv = (127.0 / amax.double()).float()
+    v = (xf * inv).double()                               # an IEEE fp32 product, as the kernel
     q = torch.sign(v) * torch.floor(v.abs() + 0.5)        # exact in fp64
     return q.to(torch.int8), amax.double() / 127.0
 

@@ -62,7 +62,7 @@ def host_bound(row: dict) -> bool | None:
 
 def _code_hash() -> str:
     h = hashlib.sha256()
-    for f in ("sdk/capture.py", "sdk/simulator/run.py"):
+    for f in ("sdk/capture.py", "sdk/simulator/run.py", "sdk/simulator/torchwork.py"):
         h.update((ROOT / f).read_bytes())
     return h.hexdigest()[:16]
 
@@ -239,8 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"{args.calibrate_device}", result["holdout"]["summary_device_bound"])
         print(f"  kernels off by more than 2x: {result['holdout']['kernels_beyond_2x_device_bound'] or 'none'}")
     if lib_rows:
-        _print_block(f"library tier ({args.calibrate_device}, not fitted: PyTorch work around the Triton launches "
-                     f"is not simulated)", result["library_tier_not_fitted"]["summary"])
+        _print_block(f"library tier ({args.calibrate_device}, scored, not fitted)",
+                     result["library_tier_not_fitted"]["summary"])
     result["fit_wall_s"] = round(time.monotonic() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     from sdk.fileio import atomic_write_text, json_text

@@ -96,3 +96,63 @@ def test_a_data_dependent_while_loop_counts_as_a_bisection():
     assert c.estimated
     per_pass = 256 * 4
     assert c.loaded_by_arg["keys_ptr"] == pytest.approx(32 * per_pass)
+
+
+def test_the_wrappers_pytorch_work_is_counted_with_its_bytes():
+    """A wrapper's ATen operations against a count made by hand: kernels (not views, allocations
+    or Triton's launch), bytes each reads and writes, copies between host and device."""
+    from sdk.simulator.torchwork import TorchCounter
+    n = 4096
+    x = torch.randn(n, generator=torch.Generator().manual_seed(11))
+    out = torch.full((n,), float("nan"))
+    seen = {}
+
+    def wrapper():
+        acc = torch.zeros(n)                       # kernel: writes n floats
+        idx = torch.tensor([0, 2, 1, 5])           # built from host data: a copy of 4 int64
+        picked = x[idx]                            # kernel: reads x and idx, writes 4 floats
+        flat = picked.view(2, 2).t()               # views: no kernel
+        run = x.cumsum(0)                          # kernel: reads and writes n floats
+        seen["last"] = int(run[-1])                # a view, then a value read back to the host
+        torch.empty(n)                             # an allocation: no kernel
+        scale[(n // 1024,)](x, out, n, BLOCK=1024)  # Triton's launch: no PyTorch operation
+        return acc, flat
+
+    counter = TorchCounter()
+    cap = capture()
+    with cap, counter:
+        wrapper()
+    w = counter.work()
+    assert len(cap.launches) == 1
+    assert w.kernels == 4                          # zeros, the host copy, the gather, cumsum
+    assert w.copies == 2                           # torch.tensor(...) and int(...)
+    assert w.bytes == n * 4 + 4 * 8 + (n * 4 + 4 * 8 + 4 * 4) + 2 * n * 4
+    # every operation costs host time: zeros, lift, index, view, t, cumsum, select, item, empty
+    assert w.ops == 9
+    assert seen["last"] == int(torch.cumsum(x, 0)[-1])
+
+
+def test_a_launch_alone_runs_no_pytorch_work_and_the_wrappers_work_adds_device_and_host_time():
+    from sdk.simulator.run import _HostCounter
+    from sdk.simulator.torchwork import TorchCounter
+    x, out = torch.randn(1024), torch.empty(1024)
+    counter = TorchCounter()
+    cap = capture()
+    with cap:
+        with _HostCounter(cap.backend), counter:
+            scale[(1,)](x, out, 1024, BLOCK=1024)
+    assert counter.work().ops == 0
+
+    h100 = load("nvidia_h100")
+    eff = Efficiencies(launch_floor_s=2e-6, launch_reference_s=h100.launch_overhead_s, host_launch_s=1e-6,
+                       torch_kernel_s=1.5e-6, host_torch_op_s=4e-6, host_copy_s=2e-5)
+    launches = _one_small_launch()
+    base = predict(launches, h100, eff)
+    nbytes = 64 << 20
+    launches.host = HostWork(launches=1, torch_ops=5, torch_kernels=3, torch_bytes=nbytes, torch_copies=1)
+    more = predict(launches, h100, eff)
+    device_s = base.time_s + 3 * 1.5e-6 + nbytes / (h100.dram_bytes_per_s * eff.dram["contiguous"])
+    host_s = 1e-6 + 2 * 4e-6 + 2e-5          # two kernels and a copy; views and allocations: nothing
+    assert more.terms["torch"] == pytest.approx(device_s - base.time_s)
+    assert more.terms["host"] == pytest.approx(host_s)
+    assert more.time_s == pytest.approx(max(device_s, host_s))

@@ -30,7 +30,7 @@ class Prediction:
     time_s: float
     fits: bool
     why: list[str] = field(default_factory=list)
-    bound: str = ""              # "memory", "matrix", "vector", "latency", "launch" or "host"
+    bound: str = ""              # "memory", "matrix", "vector", "latency", "launch", "torch" or "host"
     bytes: float = 0.0           # DRAM bytes
     flops: float = 0.0
     programs: int = 0
@@ -117,10 +117,14 @@ def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies
     for p in parts:
         for k, v in p.terms.items():
             terms[k] = terms.get(k, 0.0) + v
-    device_s = sum(p.time_s for p in parts)
-    host_s = host_time(getattr(launches, "host", None), len(parts), eff)
+    host = getattr(launches, "host", None)
+    torch_s = torch_device_time(host, device, eff)
+    device_s = sum(p.time_s for p in parts) + torch_s
+    host_s = host_time(host, len(parts), eff)
+    terms["torch"] = torch_s
     terms["host"] = host_s
-    bound = "host" if host_s > device_s else max(parts, key=lambda p: p.time_s).bound
+    bound = "host" if host_s > device_s else "torch" if torch_s > max(p.time_s for p in parts) \
+        else max(parts, key=lambda p: p.time_s).bound
     return Prediction(
         time_s=max(device_s, host_s), fits=all(p.fits for p in parts),
         why=[w for p in parts for w in p.why],
@@ -132,13 +136,32 @@ def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies
 
 
 def host_time(host, launches: int, eff: Efficiencies) -> float:
-    """Host seconds of one call: each launch's argument binding and driver call, and each question
-    the launch wrapper asks the driver (`host`: sdk.simulator.run.HostWork; without it, launches
-    only)."""
+    """Host seconds of one call: each launch's argument binding and driver call, each question
+    the launch wrapper asks the driver, each copy between host and device (a pageable copy waits
+    for the host) and each other PyTorch kernel it launches (`host`: sdk.simulator.run.HostWork;
+    without it, launches only). A copy from the host is also one of the counted kernels, a value
+    read back is not: the other kernels are the kernels less the copies, which undercounts them by
+    one per value read back. Views and allocations cost the host about a microsecond each: not
+    counted."""
     n = host.launches if host is not None else launches
     queries = host.property_queries if host is not None else 0
     targets = host.target_queries if host is not None else 0
-    return n * eff.host_launch_s + queries * eff.host_query_s + targets * eff.host_target_s
+    kernels = getattr(host, "torch_kernels", 0) if host is not None else 0
+    copies = getattr(host, "torch_copies", 0) if host is not None else 0
+    return (n * eff.host_launch_s + queries * eff.host_query_s + targets * eff.host_target_s
+            + max(kernels - copies, 0) * eff.host_torch_op_s + copies * eff.host_copy_s)
+
+
+def torch_device_time(host, device: DeviceModel, eff: Efficiencies) -> float:
+    """Device seconds of the PyTorch kernels a wrapper runs on the launches' stream (`host`:
+    sdk.simulator.run.HostWork): a fixed cost each, scaled by the device's launch overhead as the
+    launch floor is, and their bytes at the contiguous DRAM efficiency."""
+    kernels = getattr(host, "torch_kernels", 0) if host is not None else 0
+    if not kernels:
+        return 0.0
+    scale = device.launch_overhead_s / eff.launch_reference_s if eff.launch_reference_s else 1.0
+    nbytes = getattr(host, "torch_bytes", 0)
+    return kernels * eff.torch_kernel_s * scale + nbytes / (device.dram_bytes_per_s * eff.dram.get("contiguous", 0.85))
 
 
 def relative_error(predicted: float, measured: float) -> float:

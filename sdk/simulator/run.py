@@ -14,6 +14,7 @@ from ..conformance.spec import DTYPES, KernelSpec
 from ..device_models.records import DeviceModel
 from .analysis import LaunchCounts, analyse
 from .model import predict
+from .torchwork import TorchCounter
 
 
 class Captured(list):
@@ -29,11 +30,18 @@ class Captured(list):
 class HostWork:
     """Host work of one call that costs time on a real device's host: Triton launches, and the
     launch wrapper's own questions to the driver (device properties, the target and its compiler
-    options: what fp8 types it has). Triton's own machinery asking once per kernel is not counted."""
+    options: what fp8 types it has). Triton's own machinery asking once per kernel is not counted.
+    `torch_*`: the PyTorch operations the wrapper runs besides (sdk.simulator.torchwork): every
+    operation, those that launch a device kernel and the bytes they move, and the copies between
+    host and device."""
 
     launches: int = 0
     property_queries: int = 0
     target_queries: int = 0
+    torch_ops: int = 0
+    torch_kernels: int = 0
+    torch_bytes: int = 0
+    torch_copies: int = 0
 
 
 #: files whose frames stand between a launch wrapper and a driver query (the bridge, the capture)
@@ -92,10 +100,12 @@ def capture_launches(spec: KernelSpec, case, dtype: str, fp8: tuple[str, ...] | 
     gen = torch.Generator(device="cpu").manual_seed(case_seed(spec.name, case.name, dtype))
     inputs = spec.make_inputs(case, DTYPES[dtype], "cpu", gen)
     cap = capture(fp8, props, _shared_check(staging) if staging is not None else None)
+    torch_work = TorchCounter()
     with cap:
-        with _HostCounter(cap.backend) as host:
+        with _HostCounter(cap.backend) as host, torch_work:
             spec.run(inputs, case)
-    work = HostWork(len(cap.launches), host.props, host.targets)
+    t = torch_work.work()
+    work = HostWork(len(cap.launches), host.props, host.targets, t.ops, t.kernels, t.bytes, t.copies)
     return list(cap.launches), cap.queried or cap.refused, work
 
 

@@ -26,8 +26,9 @@ memory and registers one program needs):
 time = floor + max(memory, matrix + vector, serial); within a program the vector work between dots
 (attention's softmax) does not overlap them.
 
-A call (sdk.simulator.model.predict) is its launches one after another, or its host work where that
-takes longer: the device idles while the host binds each launch's arguments and answers the launch
+A call (sdk.simulator.model.predict) is its launches one after another, plus the PyTorch kernels its
+wrapper runs (each a fixed cost and its bytes at the contiguous DRAM efficiency), or its host work
+where that takes longer: the device idles while the host binds each launch's arguments and answers the launch
 wrapper's questions to the driver (device properties, the target's compiler options), each at a
 learned cost (`host_*`), measured on the calibration GPU's host; host code is the same on any device.
 """
@@ -66,6 +67,9 @@ class Efficiencies:
     host_launch_s: float = 5e-6       # host work of one Triton launch (argument binding, the driver call)
     host_query_s: float = 5e-4        # a launch wrapper asking the driver for device properties
     host_target_s: float = 5e-5       # a launch wrapper asking for the target and its compiler options
+    torch_kernel_s: float = 2e-6      # device time of one PyTorch kernel a wrapper runs, besides its bytes
+    host_torch_op_s: float = 3e-6     # host work of one PyTorch operation a wrapper runs
+    host_copy_s: float = 1e-5         # a copy from pageable host memory, or a value read back to the host
     source: str = "defaults"
 
     def as_dict(self) -> dict:
@@ -76,7 +80,9 @@ class Efficiencies:
 
                 "launch_floor_s": self.launch_floor_s, "launch_reference_s": self.launch_reference_s,
                 "host_launch_s": self.host_launch_s, "host_query_s": self.host_query_s,
-                "host_target_s": self.host_target_s, "source": self.source}
+                "host_target_s": self.host_target_s, "torch_kernel_s": self.torch_kernel_s,
+                "host_torch_op_s": self.host_torch_op_s, "host_copy_s": self.host_copy_s,
+                "source": self.source}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Efficiencies":
@@ -94,6 +100,9 @@ class Efficiencies:
                    host_launch_s=float(d.get("host_launch_s", base.host_launch_s)),
                    host_query_s=float(d.get("host_query_s", base.host_query_s)),
                    host_target_s=float(d.get("host_target_s", base.host_target_s)),
+                   torch_kernel_s=float(d.get("torch_kernel_s", base.torch_kernel_s)),
+                   host_torch_op_s=float(d.get("host_torch_op_s", base.host_torch_op_s)),
+                   host_copy_s=float(d.get("host_copy_s", base.host_copy_s)),
                    source=str(d.get("source", "")))
 
 

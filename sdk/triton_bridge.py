@@ -469,11 +469,36 @@ def driver_class(name: str) -> type[DriverBase]:
     return Day0Driver
 
 
+def _drop_day0_modules_quietly() -> None:
+    """Triton >= 3.8 unloads a kernel's module in `CompiledKernel.__del__` through whichever driver
+    is active then. A day0 kernel collected after its backend was deactivated (or at exit, on a
+    machine with no GPU driver) would have Triton look for a driver that is not there and print an
+    ignored RuntimeError. A day0 kernel (its function a `_Pending`) holds no device resource: it is dropped here,
+    Triton's unload hook still called; every other kernel unloads as Triton does it."""
+    from triton.compiler.compiler import CompiledKernel
+    original = vars(CompiledKernel).get("__del__")
+    if original is None or getattr(original, "_day0", False):
+        return
+
+    def __del__(self) -> None:
+        if self.module is None or not isinstance(getattr(self, "function", None), _Pending):
+            return original(self)
+        from triton import knobs
+        hook = getattr(knobs.runtime, "kernel_unload_hook", None)
+        if hook is not None:
+            hook(self.module, self.function, self.name, self.metadata_group, self.hash)
+        self.module = None
+
+    __del__._day0 = True
+    CompiledKernel.__del__ = __del__
+
+
 # ------------------------------------------------------------------------------- activate
 def register_with_triton(name: str) -> None:
     """Make Triton's backend table know `name` even when its package has no `triton.backends`
     entry point (a backend registered in code, or a test double)."""
     import triton.backends as tb
+    _drop_day0_modules_quietly()
     if name not in tb.backends:
         tb.backends[name] = tb.Backend(compiler=compiler_class(name), driver=driver_class(name))
 

@@ -135,54 +135,53 @@ def _umin(fx, a, b):
     return fx.b.select(fx.b.icmp_unsigned("<", a, b), a, b)
 
 
+class _SignedDivision:
+    """LLVM's sdiv / srem of a by b with the divisor made safe (0 and -1 replaced by 1: division by
+    zero is undefined, INT_MIN / -1 overflows), and the flags that patch the results to what the
+    interpreter defines for those divisors."""
+
+    def __init__(self, fx, a, b):
+        bd = self.bd = fx.b
+        t = self.t = a.type
+        self.a, self.zero, self.m1 = a, iconst(t, 0), iconst(t, -1)
+        self.is0, self.ism1 = bd.icmp_unsigned("==", b, self.zero), bd.icmp_unsigned("==", b, self.m1)
+        self.safe = bd.select(bd.or_(self.is0, self.ism1), iconst(t, 1), b)
+        self.q, self.r = bd.sdiv(a, self.safe), bd.srem(a, self.safe)
+
+    def floor(self):
+        """The quotient rounded toward minus infinity (truncated, one less when inexact and the
+        signs differ), and whether it was inexact."""
+        bd, zero = self.bd, self.zero
+        inexact = bd.icmp_unsigned("!=", self.r, zero)
+        neg = bd.icmp_unsigned("!=", bd.icmp_signed("<", self.r, zero), bd.icmp_signed("<", self.safe, zero))
+        return bd.select(bd.and_(inexact, neg), bd.sub(self.q, iconst(self.t, 1)), self.q), inexact
+
+    def quotient(self, q):
+        """q where b is neither 0 nor -1; -1 for b == 0, -a for b == -1."""
+        bd = self.bd
+        return bd.select(self.ism1, bd.sub(self.zero, self.a), bd.select(self.is0, self.m1, q))
+
+
 def _divsi(fx, a, b):
-    bd = fx.b
-    t = a.type
-    zero, m1 = iconst(t, 0), iconst(t, -1)
-    is0, ism1 = bd.icmp_unsigned("==", b, zero), bd.icmp_unsigned("==", b, m1)
-    safe = bd.select(bd.or_(is0, ism1), iconst(t, 1), b)
-    q = bd.sdiv(a, safe)
-    return bd.select(ism1, bd.sub(zero, a), bd.select(is0, m1, q))
+    d = _SignedDivision(fx, a, b)
+    return d.quotient(d.q)
 
 
 def _remsi(fx, a, b):
-    bd = fx.b
-    t = a.type
-    zero, m1 = iconst(t, 0), iconst(t, -1)
-    is0, ism1 = bd.icmp_unsigned("==", b, zero), bd.icmp_unsigned("==", b, m1)
-    safe = bd.select(bd.or_(is0, ism1), iconst(t, 1), b)
-    r = bd.srem(a, safe)
-    return bd.select(ism1, zero, bd.select(is0, a, r))
+    d = _SignedDivision(fx, a, b)
+    return d.bd.select(d.ism1, d.zero, d.bd.select(d.is0, a, d.r))
 
 
 def _floordivsi(fx, a, b):
-    bd = fx.b
-    t = a.type
-    zero, m1 = iconst(t, 0), iconst(t, -1)
-    is0, ism1 = bd.icmp_unsigned("==", b, zero), bd.icmp_unsigned("==", b, m1)
-    safe = bd.select(bd.or_(is0, ism1), iconst(t, 1), b)
-    q = bd.sdiv(a, safe)
-    r = bd.srem(a, safe)
-    adjust = bd.and_(bd.icmp_unsigned("!=", r, zero),
-                     bd.icmp_unsigned("!=", bd.icmp_signed("<", r, zero), bd.icmp_signed("<", safe, zero)))
-    q = bd.select(adjust, bd.sub(q, iconst(t, 1)), q)
-    return bd.select(ism1, bd.sub(zero, a), bd.select(is0, m1, q))
+    d = _SignedDivision(fx, a, b)
+    return d.quotient(d.floor()[0])
 
 
 def _ceildivsi(fx, a, b):
-    bd = fx.b
-    t = a.type
-    zero, m1 = iconst(t, 0), iconst(t, -1)
-    is0, ism1 = bd.icmp_unsigned("==", b, zero), bd.icmp_unsigned("==", b, m1)
-    safe = bd.select(bd.or_(is0, ism1), iconst(t, 1), b)
-    q = bd.sdiv(a, safe)
-    r = bd.srem(a, safe)
     # the interpreter: floor quotient, plus one when inexact
-    neg = bd.icmp_unsigned("!=", bd.icmp_signed("<", r, zero), bd.icmp_signed("<", safe, zero))
-    inexact = bd.icmp_unsigned("!=", r, zero)
-    fq = bd.select(bd.and_(inexact, neg), bd.sub(q, iconst(t, 1)), q)
-    q = bd.select(inexact, bd.add(fq, iconst(t, 1)), fq)
-    return bd.select(ism1, bd.sub(zero, a), bd.select(is0, m1, q))
+    d = _SignedDivision(fx, a, b)
+    fq, inexact = d.floor()
+    return d.quotient(d.bd.select(inexact, d.bd.add(fq, iconst(d.t, 1)), fq))
 
 
 def _divui(fx, a, b):

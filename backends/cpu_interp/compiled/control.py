@@ -223,8 +223,15 @@ def _for(fx, op, lb, ub, step, *init):
                 fx.materialize(_as_tv(y, a), into=Buf(oth, a.shape, a.elem))
                 nexts.append((oth, cur))
     nxt = b.add(iv, st64)
+    iv.add_incoming(nxt, b.block)
+    _close_loop(b, phis, nexts, head, done)
+    return [_carried_value(fx, slot, p, arg) for slot, p, arg in zip(slots, phis, body.args[1:])]
+
+
+def _close_loop(b, phis, nexts, head, done) -> None:
+    """The back edge from the builder's block (the latch): each carried phi (a buffer pair's two
+    phis, or one) takes its next value from it; then on to the exit block."""
     latch = b.block
-    iv.add_incoming(nxt, latch)
     for p, n in zip(phis, nexts):
         if isinstance(p, tuple):
             p[0].add_incoming(n[0], latch)
@@ -233,7 +240,6 @@ def _for(fx, op, lb, ub, step, *init):
             p.add_incoming(n, latch)
     b.branch(head)
     b.position_at_end(done)
-    return [_carried_value(fx, slot, p, arg) for slot, p, arg in zip(slots, phis, body.args[1:])]
 
 
 def _like(arg):
@@ -344,15 +350,7 @@ def _while(fx, op, *init):
             cur, oth = p
             fx.materialize(_as_tv(y, a), into=Buf(oth, a.shape, a.elem))
             nexts.append((oth, cur))
-    latch = b.block
-    for p, n in zip(phis, nexts):
-        if isinstance(p, tuple):
-            p[0].add_incoming(n[0], latch)
-            p[1].add_incoming(n[1], latch)
-        else:
-            p.add_incoming(n, latch)
-    b.branch(head)
-    b.position_at_end(done)
+    _close_loop(b, phis, nexts, head, done)
     return fwd if len(fwd) != 1 else fwd[0]
 
 

@@ -35,7 +35,7 @@ learned cost (`host_*`), measured on the calibration GPU's host; host code is th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..device_models.records import DeviceModel
 from .analysis import LaunchCounts
@@ -73,37 +73,26 @@ class Efficiencies:
     source: str = "defaults"
 
     def as_dict(self) -> dict:
-        return {"dram": dict(self.dram), "matrix": dict(self.matrix), "vector": self.vector,
-                "special": self.special, "dram_latency_s": self.dram_latency_s,
-                "warp_ipc": self.warp_ipc, "program_overhead_s": self.program_overhead_s,
-                "dot_latency_s": self.dot_latency_s, "reduce_latency_s": self.reduce_latency_s,
-
-                "launch_floor_s": self.launch_floor_s, "launch_reference_s": self.launch_reference_s,
-                "host_launch_s": self.host_launch_s, "host_query_s": self.host_query_s,
-                "host_target_s": self.host_target_s, "torch_kernel_s": self.torch_kernel_s,
-                "host_torch_op_s": self.host_torch_op_s, "host_copy_s": self.host_copy_s,
-                "source": self.source}
+        return {f.name: _copy(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Efficiencies":
-        base = cls()
-        return cls(dram={**base.dram, **d.get("dram", {})}, matrix={**base.matrix, **d.get("matrix", {})},
-                   vector=float(d.get("vector", base.vector)), special=float(d.get("special", base.special)),
-                   dram_latency_s=float(d.get("dram_latency_s", base.dram_latency_s)),
-                   warp_ipc=float(d.get("warp_ipc", base.warp_ipc)),
-                   program_overhead_s=float(d.get("program_overhead_s", base.program_overhead_s)),
-                   dot_latency_s=float(d.get("dot_latency_s", base.dot_latency_s)),
-                   reduce_latency_s=float(d.get("reduce_latency_s", base.reduce_latency_s)),
+        """The stored figures over the defaults: rate tables merged key by key, numbers as floats,
+        the source as stored ("" when it says none)."""
+        base, kw = cls(), {}
+        for f in fields(cls):
+            default = getattr(base, f.name)
+            if isinstance(default, dict):
+                kw[f.name] = {**default, **d.get(f.name, {})}
+            elif isinstance(default, str):
+                kw[f.name] = str(d.get(f.name, ""))
+            else:
+                kw[f.name] = float(d.get(f.name, default))
+        return cls(**kw)
 
-                   launch_floor_s=float(d.get("launch_floor_s", base.launch_floor_s)),
-                   launch_reference_s=float(d.get("launch_reference_s", base.launch_reference_s)),
-                   host_launch_s=float(d.get("host_launch_s", base.host_launch_s)),
-                   host_query_s=float(d.get("host_query_s", base.host_query_s)),
-                   host_target_s=float(d.get("host_target_s", base.host_target_s)),
-                   torch_kernel_s=float(d.get("torch_kernel_s", base.torch_kernel_s)),
-                   host_torch_op_s=float(d.get("host_torch_op_s", base.host_torch_op_s)),
-                   host_copy_s=float(d.get("host_copy_s", base.host_copy_s)),
-                   source=str(d.get("source", "")))
+
+def _copy(value):
+    return dict(value) if isinstance(value, dict) else value
 
 
 @dataclass

@@ -16,7 +16,6 @@ from sdk.cli import main
 from sdk.device_models import MODELS_DIR
 
 NAME = "scaffoldcheck"
-PACKAGE = f"{NAME}_triton_backend"
 KERNELS = "silu_and_mul,rmsnorm,moe_align_block_size"  # elementwise, reduction, atomics + 5 launches
 
 
@@ -96,19 +95,24 @@ def run(*cmd: str, cwd: Path, env: dict | None = None, timeout: float = 600) -> 
                           capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """The scaffolded package, pip-installed (editable) into this environment for the module."""
-    root = tmp_path_factory.mktemp("scaffold")
-    assert main(["scaffold", NAME, "--out", str(root)]) == 0
-    project = root / PACKAGE
+def installed_package(root: Path, name: str, *scaffold_args: str):
+    """`day0 scaffold NAME [args]` into root, pip-installed (editable) into this environment: yields
+    the project directory and uninstalls the package afterwards (the body of a fixture)."""
+    assert main(["scaffold", name, *scaffold_args, "--out", str(root)]) == 0
+    project = root / f"{name}_triton_backend"
     pip = run(sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "-e", str(project),
               cwd=root)
     try:
         assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
         yield project
     finally:
-        run(sys.executable, "-m", "pip", "uninstall", "-y", PACKAGE, cwd=root)
+        run(sys.executable, "-m", "pip", "uninstall", "-y", project.name, cwd=root)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """The scaffolded package, pip-installed (editable) into this environment for the module."""
+    yield from installed_package(tmp_path_factory.mktemp("scaffold"), NAME)
 
 
 def day0(project: Path, *args: str, delegate: bool) -> subprocess.CompletedProcess:

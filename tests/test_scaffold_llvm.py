@@ -15,10 +15,9 @@ import pytest
 from sdk.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_scaffold import records, run, scaffold, tree  # noqa: E402
+from test_scaffold import installed_package, records, run, scaffold, tree  # noqa: E402
 
 NAME = "scaffoldllvm"
-PACKAGE = f"{NAME}_triton_backend"
 
 
 # ------------------------------------------------------------------------------ bad input
@@ -59,16 +58,7 @@ def test_rendered_llvm_package(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """The package, scaffolded with --codegen llvm and pip-installed (editable) for the module."""
-    root = tmp_path_factory.mktemp("scaffold_llvm")
-    assert main(["scaffold", NAME, "--codegen", "llvm", "--out", str(root)]) == 0
-    project = root / PACKAGE
-    pip = run(sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "-e", str(project),
-              cwd=root)
-    try:
-        assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
-        yield project
-    finally:
-        run(sys.executable, "-m", "pip", "uninstall", "-y", PACKAGE, cwd=root)
+    yield from installed_package(tmp_path_factory.mktemp("scaffold_llvm"), NAME, "--codegen", "llvm")
 
 
 def env(project: Path, delegate: bool, **more: str) -> dict:

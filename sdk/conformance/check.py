@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..memcheck import uninitialised
+from .meter import PhaseMeter
 from .spec import DTYPES, Case, KernelSpec, Tolerance
 
 
@@ -23,6 +24,8 @@ class Verdict:
     detail: str = ""
     wall_s: float = 0.0
     per_output: dict = field(default_factory=dict)
+    phase_s: dict = field(default_factory=dict)        # seconds per phase (see run_case)
+    phase_peak_mb: dict = field(default_factory=dict)  # peak resident MB per phase
 
 
 def case_seed(kernel: str, case: str, dtype: str) -> int:
@@ -45,42 +48,106 @@ def _clone(x):
     return x.clone() if isinstance(x, torch.Tensor) else x
 
 
+#: elements per piece of a streamed comparison: a few MB of fp64 temporaries, whatever the output's size
+COMPARE_PIECE = 1 << 21
+
+
+def _pieces(a: torch.Tensor, b: torch.Tensor, limit: int | None = None):
+    """Aligned flat pieces of two tensors of one shape, each of `limit` (COMPARE_PIECE) elements at
+    most, in the same element order for both; a piece is a view where the tensors allow it (a copy
+    of the piece only, never of the whole tensor, where they do not)."""
+    limit = limit or COMPARE_PIECE
+    if a.dim() == 0:
+        yield a.reshape(1), b.reshape(1)
+        return
+    if a.is_contiguous() and b.is_contiguous():
+        fa, fb = a.view(-1), b.view(-1)
+        for s in range(0, fa.numel(), limit):
+            yield fa[s:s + limit], fb[s:s + limit]
+        return
+    if a.numel() <= limit:
+        yield a.reshape(-1), b.reshape(-1)
+        return
+    if a.dim() == 1:
+        for s in range(0, a.shape[0], limit):
+            yield a[s:s + limit].reshape(-1), b[s:s + limit].reshape(-1)
+        return
+    row = a[0].numel()
+    step = max(1, limit // max(row, 1))
+    for s in range(0, a.shape[0], step):
+        if row > limit:
+            yield from _pieces(a[s], b[s], limit)
+        else:
+            yield a[s:s + step].reshape(-1), b[s:s + step].reshape(-1)
+
+
+def _nanmax(acc: float, value: float) -> float:
+    """max() that keeps a NaN once seen, as torch's max over a whole tensor does."""
+    return math.nan if math.isnan(acc) or math.isnan(value) else max(acc, value)
+
+
+def _compare_exact(out: torch.Tensor, ref: torch.Tensor) -> tuple[bool, dict]:
+    same = all(torch.equal(o.cpu(), r.to(out.dtype).cpu()) for o, r in _pieces(out.detach(), ref.detach()))
+    if same:
+        return True, {}
+    max_abs, differ = 0.0, 0
+    for o, r in _pieces(out.detach(), ref.detach()):
+        if not o.numel():
+            continue
+        diff = (o.cpu().double() - r.cpu().double()).abs_()
+        diff = torch.nan_to_num_(diff, nan=math.inf)
+        max_abs = max(max_abs, float(diff.max()))
+        differ += int((diff != 0).sum())
+    return False, {"max_abs": max_abs, "reason": f"{differ} element(s) differ from a bit-exact reference"}
+
+
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> tuple[bool, dict]:
-    """Judge one output. Returns (ok, stats) with max_abs, max_rel, rmse and a reason when not ok."""
-    stats: dict = {}
+    """Judge one output. Returns (ok, stats) with max_abs, max_rel, rmse and a reason when not ok.
+
+    Element by element in fp64, streamed over pieces of COMPARE_PIECE elements, so that no
+    whole-output copy is ever made: errors are |out - ref| where the reference is finite (0 where it
+    is not); max_rel divides by max(|ref|, 1e-12); a non-finite output where the whole reference is
+    finite fails at once (an unwritten or overflowed element); `tol.rmse` judges
+    ||out - ref|| / ||ref|| over the finite reference elements, else every element must satisfy
+    |out - ref| <= atol + rtol * |ref|; `tol.exact` asks for the reference's bits in the output's dtype."""
     if out.shape != ref.shape:
         return False, {"reason": f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}"}
     if tol.exact:
-        same = torch.equal(out.cpu(), ref.to(out.dtype).cpu())
-        if not same:
-            diff = (out.cpu().double() - ref.cpu().double()).abs()
-            diff = torch.nan_to_num(diff, nan=math.inf)
-            stats["max_abs"] = float(diff.max()) if diff.numel() else 0.0
-            stats["reason"] = f"{int((diff != 0).sum())} element(s) differ from a bit-exact reference"
-        return same, stats
-    o = out.detach().cpu().double()
-    r = ref.detach().cpu().double()
-    if not torch.isfinite(o).all() and torch.isfinite(r).all():
-        bad = int((~torch.isfinite(o)).sum())
-        return False, {"reason": f"{bad} non-finite element(s) (unwritten or overflowed)",
+        return _compare_exact(out, ref)
+    max_abs = max_rel = 0.0
+    bad_out, ref_finite = 0, True
+    err_sq = ref_sq = 0.0
+    over = 0
+    for po, pr in _pieces(out.detach(), ref.detach()):
+        if not po.numel():
+            continue
+        o = po.cpu().double()
+        r = pr.cpu().double()
+        bad_out += int((~torch.isfinite(o)).sum())
+        finite = torch.isfinite(r)
+        ref_finite = ref_finite and bool(finite.all())
+        diff = o - r  # a new tensor: o or r may be the caller's own fp64 tensor
+        diff.abs_().masked_fill_(~finite, 0.0)
+        abs_r = r.abs()
+        max_abs = _nanmax(max_abs, float(diff.max()))
+        max_rel = _nanmax(max_rel, float((diff / abs_r.clamp_min(1e-12)).max()))
+        if tol.rmse is not None:
+            err_sq += float(diff.square().sum())
+            ref_sq += float(r[finite].square().sum())
+        else:
+            over += int((diff > abs_r.mul_(tol.rtol).add_(tol.atol)).sum())
+    if bad_out and ref_finite:
+        return False, {"reason": f"{bad_out} non-finite element(s) (unwritten or overflowed)",
                        "max_abs": math.inf}
-    diff = (o - r).abs()
-    finite = torch.isfinite(r)
-    diff = torch.where(finite, diff, torch.zeros_like(diff))
-    stats["max_abs"] = float(diff.max()) if diff.numel() else 0.0
-    rel = diff / r.abs().clamp_min(1e-12)
-    stats["max_rel"] = float(rel.max()) if rel.numel() else 0.0
+    stats: dict = {"max_abs": max_abs, "max_rel": max_rel}
     if tol.rmse is not None:
-        denom = float(torch.linalg.vector_norm(r[finite])) or 1.0
-        stats["rmse"] = float(torch.linalg.vector_norm((o - r)[finite])) / denom
+        stats["rmse"] = math.sqrt(err_sq) / (math.sqrt(ref_sq) or 1.0)
         ok = stats["rmse"] <= tol.rmse
         if not ok:
             stats["reason"] = f"relative RMSE {stats['rmse']:.3g} > {tol.rmse:g}"
         return ok, stats
-    bound = tol.atol + tol.rtol * r.abs()
-    over = diff > bound
-    if bool(over.any()):
-        stats["reason"] = (f"{int(over.sum())} of {over.numel()} element(s) outside atol={tol.atol:g} "
+    if over:
+        stats["reason"] = (f"{over} of {out.numel()} element(s) outside atol={tol.atol:g} "
                            f"rtol={tol.rtol:g}")
         return False, stats
     return True, stats
@@ -88,37 +155,45 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> tuple[bool,
 
 def run_case(spec: KernelSpec, case: Case, dtype: str, device: str, **config) -> Verdict:
     """Make seeded inputs on `device`, poison outputs, launch, and compare with the reference.
-    `config` goes to the launch wrapper (tile sizes and the like, where it takes them)."""
-    gen = torch.Generator(device="cpu").manual_seed(case_seed(spec.name, case.name, dtype))
-    inputs = spec.make_inputs(case, DTYPES[dtype], device, gen)
+    `config` goes to the launch wrapper (tile sizes and the like, where it takes them).
+    The verdict says how long each phase took and its peak resident memory: inputs (make_inputs),
+    snapshot (copies of the inputs the reference reads), poison (poisoning and declaring the
+    outputs), launch, reference, compare."""
+    meter = PhaseMeter()
+    with meter("inputs"):
+        gen = torch.Generator(device="cpu").manual_seed(case_seed(spec.name, case.name, dtype))
+        inputs = spec.make_inputs(case, DTYPES[dtype], device, gen)
     for name in spec.outputs:
         if name not in inputs:
             raise KeyError(f"kernel '{spec.name}': make_inputs gave no tensor '{name}' named in outputs")
-    before = {k: _clone(v) for k, v in inputs.items()}
-    for name in spec.outputs:
-        if name not in spec.inplace:
-            poison_(inputs[name])
-    write_only = uninitialised([inputs[n] for n in spec.outputs if n not in spec.inplace])
-    start = time.perf_counter()
-    with write_only:  # a checking backend faults on a read of a poisoned output before a write
-        spec.run(inputs, case, **config)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    wall = time.perf_counter() - start
-    ref = spec.reference(before, case)
+    with meter("snapshot"):
+        before = {k: _clone(v) for k, v in inputs.items()}
+    with meter("poison"):  # declaring the outputs write-only poisons them (sdk.memcheck)
+        write_only = uninitialised([inputs[n] for n in spec.outputs if n not in spec.inplace])
+    with meter("launch"):
+        start = time.perf_counter()
+        with write_only:  # a checking backend faults on a read of a poisoned output before a write
+            spec.run(inputs, case, **config)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        wall = time.perf_counter() - start
+    with meter("reference"):
+        ref = spec.reference(before, case)
     verdict = Verdict(status="pass", wall_s=wall)
     reasons = []
-    for name in spec.outputs:
-        ok, stats = compare(inputs[name], ref[name], spec.tolerance_for(name, dtype))
-        verdict.per_output[name] = stats
-        verdict.max_abs = max(verdict.max_abs, stats.get("max_abs", 0.0))
-        verdict.max_rel = max(verdict.max_rel, stats.get("max_rel", 0.0))
-        if "rmse" in stats:
-            verdict.rmse = max(verdict.rmse or 0.0, stats["rmse"])
-        if not ok:
-            verdict.status = "fail"
-            reasons.append(f"{name}: {stats.get('reason', 'mismatch')}")
+    with meter("compare"):
+        for name in spec.outputs:
+            ok, stats = compare(inputs[name], ref[name], spec.tolerance_for(name, dtype))
+            verdict.per_output[name] = stats
+            verdict.max_abs = max(verdict.max_abs, stats.get("max_abs", 0.0))
+            verdict.max_rel = max(verdict.max_rel, stats.get("max_rel", 0.0))
+            if "rmse" in stats:
+                verdict.rmse = max(verdict.rmse or 0.0, stats["rmse"])
+            if not ok:
+                verdict.status = "fail"
+                reasons.append(f"{name}: {stats.get('reason', 'mismatch')}")
     verdict.detail = "; ".join(reasons)
+    verdict.phase_s, verdict.phase_peak_mb = meter.rounded(), dict(meter.peak_mb)
     return verdict
 
 

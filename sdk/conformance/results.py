@@ -67,6 +67,11 @@ class Record:
     unsupported_ops: [{"name", "signature", "loc", "source"}] for status "unsupported".
     wall_s: seconds the item took in its worker (inputs + launch + reference + compare);
         launch_s: seconds of the launch alone (None when it did not complete).
+    phase_s / phase_peak_mb: where the item's time and memory went, per phase of the harness
+        (`sdk.conformance.check.run_case`: inputs, snapshot, poison, launch, reference, compare):
+        seconds, and the worker's peak resident MB during the phase; peak_rss_mb: the largest of
+        those. Empty / None in files written before these fields existed, and for items that did
+        not get as far as a verdict.
     backend: the backend name as selected (a variant: "nvidia_ref@sm_90/compile");
         device: the device model name; arch: the target arch it ran or compiled for.
     launch_stats: what `Backend.take_launch_stats()` returned for this item (compile-only mode:
@@ -102,6 +107,10 @@ class Record:
     borrowed_ops: list[str] = field(default_factory=list)  # ops lowered by borrowed rules
     kernels: list[dict] = field(default_factory=list)  # model tier: every Triton kernel launched
                                                        # (sdk.launches.KernelRecord.to_json)
+    phase_s: dict = field(default_factory=dict)        # seconds per phase of the item (inputs,
+                                                       # snapshot, poison, launch, reference, compare)
+    phase_peak_mb: dict = field(default_factory=dict)  # peak resident MB of the worker per phase
+    peak_rss_mb: float | None = None                   # the worker's peak resident MB over the item
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -147,6 +156,8 @@ _FIELD_CHECKS = {
     "float | None": (lambda v: v is None or _number(v), "a number or null"),
     "list[str]": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of strings"),
     "list[dict]": (lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v), "a list of objects"),
+    "dict": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and _number(x) for k, x in v.items()),
+             "an object of numbers"),
 }
 
 

@@ -6,10 +6,10 @@ Protocol (JSON Lines): the worker imports the suite, then writes {"ready": true,
 result channel; it then reads one request per line on stdin,
     {"backend": "cpu_interp", "kernel": "rmsnorm", "case": "...", "dtype": "bf16"}
 and answers each with one line holding the outcome fields of a `Record` (status, max_abs, max_rel,
-rmse, detail, unsupported_ops, wall_s, launch_s, launch_stats; for a library-tier item also library
-and kernels, or status "skipped" when the library does not import). The result channel is the process's
-original stdout; fd 1 is pointed at stderr so that whatever a kernel or backend prints cannot corrupt
-it. A segfault or hang is the runner's business: it sees the process die or time out.
+rmse, detail, unsupported_ops, wall_s, launch_s, launch_stats, phase_s, phase_peak_mb, peak_rss_mb;
+for a library-tier item also library and kernels, or status "skipped" when the library does not
+import). The result channel is the process's original stdout; fd 1 is pointed at stderr so that
+whatever a kernel or backend prints cannot corrupt it. A segfault or hang is the runner's business: it sees the process die or time out.
 """
 from __future__ import annotations
 
@@ -150,7 +150,10 @@ def run_item(suite: dict, request: dict) -> dict:
                     else:
                         v = run_case(spec, case, dtype, backend.torch_device)
                         out.update(status=v.status, max_abs=_num(v.max_abs), max_rel=_num(v.max_rel),
-                                   rmse=_num(v.rmse), detail=one_line(v.detail), launch_s=v.wall_s)
+                                   rmse=_num(v.rmse), detail=one_line(v.detail), launch_s=v.wall_s,
+                                   phase_s=v.phase_s, phase_peak_mb=v.phase_peak_mb)
+                        if v.phase_peak_mb:
+                            out["peak_rss_mb"] = max(v.phase_peak_mb.values())
                 if lib is not None and out["status"] in ("pass", "compiled"):
                     why = no_library_kernel(lib, launched, compile_only)
                     if why:

@@ -50,7 +50,12 @@ def poison(tensor: Any) -> None:
 
 class Region:
     """The bytes of one declared tensor, from its first element to the end of its last one:
-    `pending[b]` is True while byte b belongs to an element nothing has initialised yet."""
+    `pending[b]` is True while byte b belongs to an element nothing has initialised yet.
+
+    Declaring costs a fill: the bookkeeping (which bytes are elements, which are pending) is built
+    the first time a checker asks (`refresh()`, `pending`), so a launch that checks nothing pays
+    nothing for it. The declared bytes are remembered as the poison value of one element where the
+    dtype has one, else as a copy of the tensor taken here."""
 
     def __init__(self, tensor: Any) -> None:
         import torch
@@ -58,18 +63,15 @@ class Region:
         poison(t)
         self.name = f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')} tensor"
         self.itemsize = t.element_size()
-        offsets = np.zeros(1, np.int64)
-        for size, stride in zip(t.shape, t.stride()):
-            offsets = (offsets[:, None] + np.arange(size, dtype=np.int64) * stride).reshape(-1)
-        n = int(offsets.max()) + 1 if offsets.size and t.numel() else 0
+        self._shape, self._strides = tuple(t.shape), tuple(t.stride())
+        n = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) if t.numel() else 0
         self.address = t.data_ptr()
         self.nbytes = n * self.itemsize
         self._flat = torch.as_strided(t, (n,), (1,), t.storage_offset()) if n else None
-        mine = np.zeros(n, bool)
-        if n:
-            mine[offsets] = True
-        self.pending = np.repeat(mine, self.itemsize)
-        self._declared = self._bytes().copy()
+        self._dense = _dense(t.shape, t.stride())  # every element of the span is one of the tensor's
+        self._pattern = _poison_bytes(t.dtype)
+        self._declared = None if self._pattern is not None or not n else self._bytes().copy()
+        self._pending: np.ndarray | None = None
 
     def _bytes(self) -> np.ndarray:
         import torch
@@ -77,13 +79,51 @@ class Region:
             return np.zeros(0, np.uint8)
         return self._flat.contiguous().view(torch.uint8).cpu().numpy()
 
+    @property
+    def pending(self) -> np.ndarray:
+        if self._pending is None:
+            n = self.nbytes // self.itemsize
+            if self._dense:
+                mine = np.ones(n, bool)
+            else:
+                offsets = np.zeros(1, np.int64)
+                for size, stride in zip(self._shape, self._strides):
+                    offsets = (offsets[:, None] + np.arange(size, dtype=np.int64) * stride).reshape(-1)
+                mine = np.zeros(n, bool)
+                mine[offsets] = True
+            self._pending = np.repeat(mine, self.itemsize)
+        return self._pending
+
     def refresh(self) -> np.ndarray:
         """Forget the elements whose bytes the host changed since the declaration; return `pending`."""
-        if self.pending.any():
+        pending = self.pending
+        if pending.any():
             k = self.itemsize
-            same = (self._bytes() == self._declared).reshape(-1, k).all(axis=1)
-            self.pending &= np.repeat(same, k)
-        return self.pending
+            now = self._bytes().reshape(-1, k)
+            declared = self._pattern if self._declared is None else self._declared.reshape(-1, k)
+            pending &= np.repeat((now == declared).all(axis=1), k)
+        return pending
+
+
+def _dense(shape: tuple, strides: tuple) -> bool:
+    """The elements fill their span exactly once (contiguous up to the order of the dimensions)."""
+    expected = 1
+    for stride, size in sorted((st, sz) for st, sz in zip(strides, shape) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _poison_bytes(dtype: Any) -> np.ndarray | None:
+    """The bytes of one element as `poison` fills it; None for a dtype `poison` leaves alone."""
+    import torch
+    one = torch.zeros(1, dtype=dtype)
+    probe = torch.ones(1, dtype=dtype) if dtype != torch.bool else torch.zeros(1, dtype=dtype)
+    poison(one)
+    poison(probe)
+    a, b = one.view(torch.uint8).numpy(), probe.view(torch.uint8).numpy()
+    return a.copy() if np.array_equal(a, b) else None
 
 
 class uninitialised:

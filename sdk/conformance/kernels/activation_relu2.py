@@ -11,6 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
+from sdk.conformance.refmath import compute_dtype
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 
@@ -40,7 +41,8 @@ def _inputs(case, dtype, device, gen):
 
 
 def _reference(inp, case):
-    return {"out": torch.relu(inp["x"].double()).square()}
+    x = inp["x"]
+    return {"out": torch.relu(x.to(compute_dtype(x))).square_()}
 
 
 _NEMOTRON = "Nemotron-H-8B (sdk/models/configs/nemotron_h.json): intermediate_size 21504, mlp_hidden_act relu2"

@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from sdk.conformance.kernels.fit import launch_first_fit
+from sdk.conformance.refmath import attention, compute_dtype
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 LOG2E = 1.4426950408889634
@@ -99,19 +100,14 @@ def _run_prefill(x, case):
 
 
 def _ref_prefill(x, case):
-    HQ, HKV = x["q"].shape[1], x["k"].shape[1]
-    q, k, v = x["q"].double(), x["k"].double(), x["v"].double()
-    out = torch.empty_like(q)
+    """Per sequence: causal softmax attention (GQA), then the sigmoid gate; fp64 for fp32 data, fp32
+    for 16-bit data (sdk.conformance.refmath)."""
+    dt = compute_dtype(x["q"])
+    out = torch.empty(x["q"].shape, dtype=dt, device=x["q"].device)
     cu = x["cu_seqlens"].tolist()
     for a, b in zip(cu[:-1], cu[1:]):
-        qs = q[a:b].transpose(0, 1)                                       # [HQ, L, D]
-        ks = k[a:b].transpose(0, 1).repeat_interleave(HQ // HKV, 0)
-        vs = v[a:b].transpose(0, 1).repeat_interleave(HQ // HKV, 0)
-        s = qs @ ks.transpose(1, 2) * x["scale"]
-        causal = torch.ones(b - a, b - a, dtype=torch.bool, device=s.device).tril()
-        s = s.masked_fill(~causal, float("-inf"))
-        out[a:b] = (torch.softmax(s, -1) @ vs).transpose(0, 1)
-    return {"o": out * torch.sigmoid(x["gate"].double())}
+        out[a:b] = attention(x["q"][a:b], x["k"][a:b], x["v"][a:b], x["scale"], causal=True, dtype=dt)
+    return {"o": out.mul_(torch.sigmoid(x["gate"].to(dt)))}
 
 
 QN = "Qwen3-Next-80B-A3B full attention: 16 q heads, 2 KV heads, head dim 256"

@@ -29,6 +29,7 @@ import triton.language as tl
 from sdk.conformance.kernels.fit import launch_first_fit
 from sdk.conformance.kernels.mla import _softmax_scale
 from sdk.conformance.kernels.paged_attention import merge_attn_states_kernel
+from sdk.conformance.refmath import attention, compute_dtype
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 LOG2E = 1.4426950408889634
@@ -193,8 +194,11 @@ def _make_inputs(case, dtype, device, gen):
 
 
 def _reference(x, case):
+    """Per request: its context chunks' keys and values in order, then its new tokens' own, causal
+    over the new tokens; fp64 for fp32 data, fp32 for 16-bit data (sdk.conformance.refmath)."""
     cu = x["cu_seqlens"].tolist()
-    out = torch.empty((cu[-1],) + x["o"].shape[1:], dtype=torch.float64, device=x["q"].device)
+    dt = compute_dtype(x["q"])
+    out = torch.empty((cu[-1],) + x["o"].shape[1:], dtype=dt, device=x["q"].device)
     for b, (a, e) in enumerate(zip(cu[:-1], cu[1:])):
         ks, vs = [], []
         for ch in x["context_chunks"]:                  # the request's context, chunk by chunk, in order
@@ -203,16 +207,10 @@ def _reference(x, case):
             vs.append(ch["v"][s:t])
         ks.append(x["k"][a:e])
         vs.append(x["v"][a:e])
-        k, v = torch.cat(ks).double(), torch.cat(vs).double()
+        k, v = torch.cat(ks), torch.cat(vs)
         n_ctx = k.shape[0] - (e - a)
-        keep = torch.ones((e - a, k.shape[0]), dtype=torch.bool, device=k.device)
-        keep[:, n_ctx:] = torch.ones((e - a, e - a), dtype=torch.bool, device=k.device).tril()
-        step = max(1, int(1.5e8 // ((e - a) * k.shape[0])))   # heads at a time: scores stay ~1 GB
-        for h in range(0, k.shape[1], step):
-            q = x["q"][a:e, h:h + step].double()
-            s = torch.einsum("thd,nhd->htn", q, k[:, h:h + step]) * x["scale"]
-            s = s.masked_fill(~keep, float("-inf"))
-            out[a:e, h:h + step] = torch.einsum("htn,nhd->thd", torch.softmax(s, -1), v[:, h:h + step])
+        out[a:e] = attention(x["q"][a:e], k, v, x["scale"], q_pos=n_ctx + torch.arange(e - a),
+                             causal=True, dtype=dt)
     return {"o": out}
 
 

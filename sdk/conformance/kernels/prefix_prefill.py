@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from sdk.conformance.kernels.paged_attention import _max_shared_mem
+from sdk.conformance.refmath import attention, compute_dtype
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 
@@ -223,14 +224,15 @@ def _run(t, case, **config):
 
 
 def _reference(t, case):
-    """Per sequence in fp64: the prefix's keys and values gathered from the pages the block table names,
-    then the new tokens' own; causal, window and sinks as stated; skipped rows as they were."""
+    """Per sequence: the prefix's keys and values gathered from the pages the block table names,
+    then the new tokens' own; causal, window and sinks as stated; skipped rows as they were. fp64
+    for fp32 data, fp32 for 16-bit data (sdk.conformance.refmath)."""
     p = case.params
     f = {n: (a.cpu() if isinstance(a, torch.Tensor) else a) for n, a in t.items()}
     _, HQ, D = f["q"].shape
     blocks, HKV, _, PAGE, _ = f["k_cache"].shape
-    G = HQ // HKV
-    out = f["out"].double().clone()
+    dt = compute_dtype(f["q"])
+    out = f["out"].to(dt, copy=True)
     starts = f["b_start_loc"].tolist()
     window = p.get("window", 0)
     for b, L in enumerate(f["b_seq_len"].tolist()):
@@ -241,21 +243,10 @@ def _reference(t, case):
         pg = f["block_table"][b, :triton.cdiv(ctx, PAGE)].long()
         kc = f["k_cache"][pg].permute(0, 3, 1, 2, 4).reshape(-1, HKV, D)[:ctx]           # [ctx, Hkv, D]
         vc = f["v_cache"][pg].permute(0, 3, 1, 2).reshape(-1, HKV, D)[:ctx]
-        keys = torch.cat([kc, f["k"][s0:s0 + n]]).double().repeat_interleave(G, 1)
-        vals = torch.cat([vc, f["v"][s0:s0 + n]]).double().repeat_interleave(G, 1)
-        s = torch.einsum("qhd,khd->hqk", f["q"][s0:s0 + n].double(), keys) * D ** -0.5
-        qpos = ctx + torch.arange(n)
-        kpos = torch.arange(L)
-        seen = kpos[None, :] <= qpos[:, None]
-        if window > 0:
-            seen &= qpos[:, None] - kpos[None, :] < window
-        s = s.masked_fill(~seen[None], float("-inf"))
-        if f["sinks"] is not None:
-            sink = f["sinks"].double()[:, None, None].expand(HQ, n, 1)
-            w = torch.softmax(torch.cat([s, sink], -1), -1)[..., :L]
-        else:
-            w = torch.softmax(s, -1)
-        out[s0:s0 + n] = torch.einsum("hqk,khd->qhd", w, vals)
+        keys = torch.cat([kc, f["k"][s0:s0 + n]])
+        vals = torch.cat([vc, f["v"][s0:s0 + n]])
+        out[s0:s0 + n] = attention(f["q"][s0:s0 + n], keys, vals, D ** -0.5, q_pos=ctx + torch.arange(n),
+                                   causal=True, window=window, sinks=f["sinks"], dtype=dt)
     return {"out": out}
 
 

@@ -1,0 +1,85 @@
+"""Shared pieces of the suite's PyTorch references: the precision a reference computes in, and
+softmax attention over explicit keys with bounded memory.
+
+Precision. A reference must be far more accurate than the tolerance it is judged with, and no more
+expensive than that needs. fp32 rounding, grown by sums over tens of thousands of terms, stays near
+1e-6 relative: enough for an output judged to 1e-3 or looser (the 16-bit outputs of attention and
+of the activations), not for one judged to 1e-5 (their fp32 outputs). `compute_dtype` says fp32 for
+16-bit and 8-bit data and fp64 for fp32 data; a reference uses it only for outputs whose tolerances
+follow that pattern (tests/test_references.py checks the kernels that do), and stays in fp64 where
+a 16-bit kernel's output is judged tightly (a quantisation scale, a log-sum-exp, a recurrent state).
+
+Attention. `attention` is the textbook formulation, softmax(q k^T * scale + mask) v, per KV head
+and per block of query rows, so that a score block never exceeds `budget` bytes whatever the
+sequence length; keys that a block's mask hides entirely are not multiplied at all (which changes
+no value: a hidden key's weight is exactly zero).
+"""
+from __future__ import annotations
+
+import torch
+
+#: bytes of one block of scores in `attention`
+SCORE_BUDGET = 1 << 28
+
+
+def compute_dtype(t: torch.Tensor | torch.dtype) -> torch.dtype:
+    """The dtype a reference computes in for data of `t`'s dtype (see the module docstring): fp64
+    for fp32 and fp64 data, fp32 for 16-bit and 8-bit data."""
+    dtype = t if isinstance(t, torch.dtype) else t.dtype
+    if dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128):
+        return torch.float64
+    return torch.float32
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *,
+              q_pos: torch.Tensor | None = None, k_pos: torch.Tensor | None = None, causal: bool = False,
+              window: int = 0, sinks: torch.Tensor | None = None, dtype: torch.dtype = torch.float64,
+              budget: int | None = None) -> torch.Tensor:
+    """Softmax attention of queries q [n, HQ, Dk] over keys k [L, HKV, Dk] and values v [L, HKV, Dv]
+    (HQ a multiple of HKV: query head h reads KV head h // (HQ // HKV)), computed in `dtype`.
+
+    A key j is visible to a query i when `causal` is off or k_pos[j] <= q_pos[i], and, with a
+    `window` > 0, q_pos[i] - k_pos[j] < window (positions default to 0..n-1 and 0..L-1). `sinks`
+    [HQ]: a logit per head that joins each row's softmax and weighs no value. A row that sees no key
+    (and has no sink) is NaN, as softmax over nothing is. Returns [n, HQ, Dv] in `dtype`."""
+    n, HQ, _ = q.shape
+    L, HKV, _ = k.shape
+    G = HQ // HKV
+    dev = q.device
+    q_pos = torch.arange(n, device=dev) if q_pos is None else q_pos.to(device=dev, dtype=torch.int64)
+    k_pos = torch.arange(L, device=dev) if k_pos is None else k_pos.to(device=dev, dtype=torch.int64)
+    masked = causal or window > 0
+    ordered = L < 2 or bool((k_pos[1:] >= k_pos[:-1]).all())  # keys by position: trim hidden ones
+    out = torch.empty((n, HQ, v.shape[-1]), dtype=dtype, device=dev)
+    rows = max(1, (budget or SCORE_BUDGET) // (torch.empty((), dtype=dtype).element_size() * G * max(L, 1)))
+    for h in range(HKV):
+        kh = k[:, h].to(dtype)                                            # [L, Dk]
+        vh = v[:, h].to(dtype)                                            # [L, Dv]
+        heads = slice(h * G, (h + 1) * G)
+        for s in range(0, n, rows):
+            qp = q_pos[s:s + rows]
+            lo, hi = 0, L
+            if masked and ordered and L:
+                if causal:
+                    hi = int(torch.searchsorted(k_pos, qp.max(), right=True))
+                if window > 0:
+                    lo = int(torch.searchsorted(k_pos, qp.min() - window + 1))
+                lo = min(lo, L - 1)
+                hi = max(hi, lo + 1)  # at least one key: a row that sees none stays NaN below
+            qb = q[s:s + rows, heads].to(dtype).transpose(0, 1)          # [G, nb, Dk]
+            scores = qb @ kh[lo:hi].T * scale                             # [G, nb, Lb]
+            if masked:
+                kp = k_pos[lo:hi]
+                seen = torch.ones((qp.numel(), hi - lo), dtype=torch.bool, device=dev)
+                if causal:
+                    seen &= kp[None, :] <= qp[:, None]
+                if window > 0:
+                    seen &= qp[:, None] - kp[None, :] < window
+                scores.masked_fill_(~seen, float("-inf"))
+            if sinks is not None:
+                sink = sinks[heads].to(dtype)[:, None, None].expand(G, scores.shape[1], 1)
+                weights = torch.softmax(torch.cat([scores, sink], -1), -1)[..., :-1]
+            else:
+                weights = torch.softmax(scores, -1)
+            out[s:s + rows, heads] = (weights @ vh[lo:hi]).transpose(0, 1)
+    return out

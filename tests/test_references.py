@@ -1,0 +1,194 @@
+"""The suite's cheaper references (blocked attention, fp32 math for 16-bit data) give what the
+straightforward fp64 formulations gave, far inside every tolerance, on the quick cases; the blocked
+attention helper equals the textbook one whatever its block size; and the precision rule holds for
+every output of the kernels that use it."""
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+
+from sdk.conformance import refmath
+from sdk.conformance.check import case_seed
+from sdk.conformance.runner import load_suite
+from sdk.conformance.spec import DTYPES
+
+SUITE = load_suite()
+
+
+# ------------------------------------------------------- the fp64 formulations they replaced
+def old_silu_and_mul(inp, case):
+    x = inp["x"].double()
+    i = case.params["inter"]
+    return {"out": torch.nn.functional.silu(x[:, :i]) * x[:, i:]}
+
+
+def old_gelu_tanh_and_mul(inp, case):
+    x = inp["x"].double()
+    i = case.params["inter"]
+    return {"out": torch.nn.functional.gelu(x[:, :i], approximate="tanh") * x[:, i:]}
+
+
+def old_relu2(inp, case):
+    return {"out": torch.relu(inp["x"].double()).square()}
+
+
+def old_attn_prefill(x, case):
+    HQ, HKV = x["q"].shape[1], x["k"].shape[1]
+    q, k, v = x["q"].double(), x["k"].double(), x["v"].double()
+    out = torch.empty_like(q)
+    cu = x["cu_seqlens"].tolist()
+    for a, b in zip(cu[:-1], cu[1:]):
+        qs = q[a:b].transpose(0, 1)
+        ks = k[a:b].transpose(0, 1).repeat_interleave(HQ // HKV, 0)
+        vs = v[a:b].transpose(0, 1).repeat_interleave(HQ // HKV, 0)
+        s = qs @ ks.transpose(1, 2) * x["scale"]
+        s = s.masked_fill(~torch.ones(b - a, b - a, dtype=torch.bool).tril(), float("-inf"))
+        out[a:b] = (torch.softmax(s, -1) @ vs).transpose(0, 1)
+    return {"o": out * torch.sigmoid(x["gate"].double())}
+
+
+def old_prefix_prefill(t, case):
+    p = case.params
+    _, HQ, D = t["q"].shape
+    _, HKV, _, PAGE, _ = t["k_cache"].shape
+    G = HQ // HKV
+    out = t["out"].double().clone()
+    starts = t["b_start_loc"].tolist()
+    window = p.get("window", 0)
+    for b, L in enumerate(t["b_seq_len"].tolist()):
+        s0, n = starts[b], starts[b + 1] - starts[b]
+        if p.get("skip_decode", True) and n == 1:
+            continue
+        ctx = L - n
+        pg = t["block_table"][b, :triton.cdiv(ctx, PAGE)].long()
+        kc = t["k_cache"][pg].permute(0, 3, 1, 2, 4).reshape(-1, HKV, D)[:ctx]
+        vc = t["v_cache"][pg].permute(0, 3, 1, 2).reshape(-1, HKV, D)[:ctx]
+        keys = torch.cat([kc, t["k"][s0:s0 + n]]).double().repeat_interleave(G, 1)
+        vals = torch.cat([vc, t["v"][s0:s0 + n]]).double().repeat_interleave(G, 1)
+        s = torch.einsum("qhd,khd->hqk", t["q"][s0:s0 + n].double(), keys) * D ** -0.5
+        qpos, kpos = ctx + torch.arange(n), torch.arange(L)
+        seen = kpos[None, :] <= qpos[:, None]
+        if window > 0:
+            seen &= qpos[:, None] - kpos[None, :] < window
+        s = s.masked_fill(~seen[None], float("-inf"))
+        if t["sinks"] is not None:
+            sink = t["sinks"].double()[:, None, None].expand(HQ, n, 1)
+            w = torch.softmax(torch.cat([s, sink], -1), -1)[..., :L]
+        else:
+            w = torch.softmax(s, -1)
+        out[s0:s0 + n] = torch.einsum("hqk,khd->qhd", w, vals)
+    return {"out": out}
+
+
+def old_mla_prefill(x, case):
+    cu = x["cu_seqlens"].tolist()
+    out = torch.empty((cu[-1],) + x["o"].shape[1:], dtype=torch.float64)
+    for b, (a, e) in enumerate(zip(cu[:-1], cu[1:])):
+        ks, vs = [], []
+        for ch in x["context_chunks"]:
+            s, t = ch["cu_seqlens"][b].item(), ch["cu_seqlens"][b + 1].item()
+            ks.append(ch["k"][s:t])
+            vs.append(ch["v"][s:t])
+        ks.append(x["k"][a:e])
+        vs.append(x["v"][a:e])
+        k, v = torch.cat(ks).double(), torch.cat(vs).double()
+        n_ctx = k.shape[0] - (e - a)
+        keep = torch.ones((e - a, k.shape[0]), dtype=torch.bool)
+        keep[:, n_ctx:] = torch.ones((e - a, e - a), dtype=torch.bool).tril()
+        s = torch.einsum("thd,nhd->htn", x["q"][a:e].double(), k) * x["scale"]
+        s = s.masked_fill(~keep, float("-inf"))
+        out[a:e] = torch.einsum("htn,nhd->thd", torch.softmax(s, -1), v)
+    return {"o": out}
+
+
+OLD = {"silu_and_mul": old_silu_and_mul, "gelu_tanh_and_mul": old_gelu_tanh_and_mul, "relu2": old_relu2,
+       "attn_prefill_gqa_gated": old_attn_prefill, "prefix_prefill_attention": old_prefix_prefill,
+       "mla_prefill": old_mla_prefill}
+
+
+def _items():
+    for name in OLD:
+        spec = SUITE[name]
+        for case in spec.cases:
+            if case.quick:
+                for dtype in spec.dtypes:
+                    yield pytest.param(name, case, dtype, id=f"{name}-{case.name}-{dtype}")
+
+
+@pytest.mark.parametrize("name, case, dtype", list(_items()))
+def test_reference_agrees_with_the_fp64_formulation(name, case, dtype):
+    spec = SUITE[name]
+    gen = torch.Generator().manual_seed(case_seed(name, case.name, dtype))
+    inputs = spec.make_inputs(case, DTYPES[dtype], "cpu", gen)
+    new = spec.reference(inputs, case)
+    old = OLD[name](inputs, case)
+    for out in spec.outputs:
+        tol = spec.tolerance_for(out, dtype)
+        a, b = new[out].double(), old[out]
+        assert a.shape == b.shape and torch.equal(a.isnan(), b.isnan())
+        seen = ~b.isnan()
+        err = (a - b).abs()[seen]
+        allowed = (tol.atol + tol.rtol * b.abs())[seen]
+        assert err.numel() and bool((err <= allowed / 100).all()), \
+            f"{name}/{out}@{dtype}: {float((err - allowed / 100).max()):.3g} past 1/100 of the tolerance"
+        if dtype == "fp32":  # fp64 math both ways: only the order of the sums differs
+            assert float(err.max()) <= 1e-12 * max(1.0, float(b[seen].abs().max()))
+
+
+@pytest.mark.parametrize("name", list(OLD))
+def test_fp32_math_only_where_the_tolerance_is_loose(name):
+    """compute_dtype's rule (refmath): 16-bit data -> fp32 math, for outputs judged to 1e-3 or looser."""
+    spec = SUITE[name]
+    for dtype in spec.dtypes:
+        if refmath.compute_dtype(DTYPES[dtype]) == torch.float32:
+            for out in spec.outputs:
+                tol = spec.tolerance_for(out, dtype)
+                loose = tol.rmse >= 1e-3 if tol.rmse is not None else min(tol.atol, tol.rtol) >= 1e-3
+                assert not tol.exact and loose, (out, dtype, tol)
+
+
+def _textbook(q, k, v, scale, q_pos, k_pos, causal, window, sinks):
+    G = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
+    s = torch.einsum("qhd,khd->hqk", q, k) * scale
+    seen = torch.ones(q.shape[0], k.shape[0], dtype=torch.bool)
+    if causal:
+        seen &= k_pos[None, :] <= q_pos[:, None]
+    if window:
+        seen &= q_pos[:, None] - k_pos[None, :] < window
+    s = s.masked_fill(~seen, float("-inf"))
+    if sinks is not None:
+        s = torch.cat([s, sinks[:, None, None].expand(-1, q.shape[0], 1)], -1)
+        return torch.einsum("hqk,khd->qhd", torch.softmax(s, -1)[..., :-1], v)
+    return torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), v)
+
+
+@pytest.mark.parametrize("causal, window, sinks", [(False, 0, False), (True, 0, False), (True, 7, False),
+                                                   (True, 5, True), (False, 0, True)])
+@pytest.mark.parametrize("budget", [64, 4096, None])
+def test_blocked_attention_equals_the_textbook_formula(causal, window, sinks, budget):
+    gen = torch.Generator().manual_seed(5)
+    n, L, HQ, HKV, D = 19, 31, 6, 2, 8
+    q = torch.randn(n, HQ, D, generator=gen, dtype=torch.float64)
+    k = torch.randn(L, HKV, D, generator=gen, dtype=torch.float64)
+    v = torch.randn(L, HKV, 5, generator=gen, dtype=torch.float64)
+    q_pos = L - n + torch.arange(n)
+    k_pos = torch.arange(L)
+    sk = torch.randn(HQ, generator=gen, dtype=torch.float64) if sinks else None
+    got = refmath.attention(q, k, v, 0.3, q_pos=q_pos, causal=causal, window=window, sinks=sk, budget=budget)
+    want = _textbook(q, k, v, 0.3, q_pos, k_pos, causal, window, sk)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_blocked_attention_rows_that_see_nothing_are_nan_unless_a_sink_takes_them():
+    gen = torch.Generator().manual_seed(9)
+    q = torch.randn(4, 2, 8, generator=gen, dtype=torch.float64)
+    k = torch.randn(6, 1, 8, generator=gen, dtype=torch.float64)
+    v = torch.randn(6, 1, 8, generator=gen, dtype=torch.float64)
+    q_pos = torch.tensor([-3, -1, 0, 5])  # the first two queries precede every key
+    out = refmath.attention(q, k, v, 1.0, q_pos=q_pos, causal=True, budget=16 * 6 * 2)
+    assert out[:2].isnan().all() and not out[2:].isnan().any()
+    sinks = torch.zeros(2, dtype=torch.float64)
+    out = refmath.attention(q, k, v, 1.0, q_pos=q_pos, causal=True, sinks=sinks)
+    assert torch.equal(out[:2], torch.zeros_like(out[:2])) and not out.isnan().any()

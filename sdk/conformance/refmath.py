@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import torch
 
-#: bytes of one block of scores in `attention`
-SCORE_BUDGET = 1 << 28
+#: bytes of one block of scores in `attention`: small enough to stay in cache through the mask and
+#: the softmax (8 MB ran 3x faster than 256 MB on a 2048-token causal prefill), large enough for
+#: full-speed matrix products
+SCORE_BUDGET = 1 << 23
 
 
 def compute_dtype(t: torch.Tensor | torch.dtype) -> torch.dtype:

@@ -102,9 +102,41 @@ def old_mla_prefill(x, case):
     return {"o": out}
 
 
+def old_unified(x, case):
+    q = x["q"].double()
+    T, HQ, D = q.shape
+    _, PAGE, HKV, _ = x["k_cache"].shape
+    out = torch.empty((T, HQ, D), dtype=torch.float64, device=q.device)
+    cu = x["cu_seqlens_q"].tolist()
+    for b, L in enumerate(x["seq_lens"].tolist()):
+        pages = x["block_table"][b, :triton.cdiv(L, PAGE)].long()
+        k = x["k_cache"][pages].reshape(-1, HKV, D)[:L].double().repeat_interleave(HQ // HKV, 1)
+        v = x["v_cache"][pages].reshape(-1, HKV, D)[:L].double().repeat_interleave(HQ // HKV, 1)
+        kpos = torch.arange(L, device=q.device)
+        for a in range(cu[b], cu[b + 1], 512):               # bounded memory at full shapes
+            e = min(a + 512, cu[b + 1])
+            qpos = L - (cu[b + 1] - a) + torch.arange(e - a, device=q.device)
+            s = torch.einsum("qhd,khd->hqk", q[a:e], k) * x["scale"]
+            if x["softcap"] > 0:
+                s = x["softcap"] * torch.tanh(s / x["softcap"])
+            if x["alibi_slopes"] is not None:
+                s = s + x["alibi_slopes"].double()[:, None, None] * (kpos[None, None, :] - qpos[None, :, None])
+            seen = kpos[None, :] <= qpos[:, None]
+            if x["window"] > 0:
+                seen &= qpos[:, None] - kpos[None, :] < x["window"]
+            s = s.masked_fill(~seen[None], float("-inf"))
+            if x["sinks"] is not None:
+                sink = x["sinks"].double()[:, None, None].expand(HQ, e - a, 1)
+                p = torch.softmax(torch.cat([s, sink], -1), -1)[..., :L]
+            else:
+                p = torch.softmax(s, -1)
+            out[a:e] = torch.einsum("hqk,khd->qhd", p, v)
+    return {"out": out}
+
+
 OLD = {"silu_and_mul": old_silu_and_mul, "gelu_tanh_and_mul": old_gelu_tanh_and_mul, "relu2": old_relu2,
        "attn_prefill_gqa_gated": old_attn_prefill, "prefix_prefill_attention": old_prefix_prefill,
-       "mla_prefill": old_mla_prefill}
+       "mla_prefill": old_mla_prefill, "unified_attention": old_unified, "unified_attention_split_kv": old_unified}
 
 
 def _items():

@@ -35,15 +35,18 @@ def compute_dtype(t: torch.Tensor | torch.dtype) -> torch.dtype:
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *,
               q_pos: torch.Tensor | None = None, k_pos: torch.Tensor | None = None, causal: bool = False,
-              window: int = 0, sinks: torch.Tensor | None = None, dtype: torch.dtype = torch.float64,
+              window: int = 0, sinks: torch.Tensor | None = None, softcap: float = 0.0,
+              alibi_slopes: torch.Tensor | None = None, dtype: torch.dtype = torch.float64,
               budget: int | None = None) -> torch.Tensor:
     """Softmax attention of queries q [n, HQ, Dk] over keys k [L, HKV, Dk] and values v [L, HKV, Dv]
     (HQ a multiple of HKV: query head h reads KV head h // (HQ // HKV)), computed in `dtype`.
 
     A key j is visible to a query i when `causal` is off or k_pos[j] <= q_pos[i], and, with a
     `window` > 0, q_pos[i] - k_pos[j] < window (positions default to 0..n-1 and 0..L-1). `sinks`
-    [HQ]: a logit per head that joins each row's softmax and weighs no value. A row that sees no key
-    (and has no sink) is NaN, as softmax over nothing is. Returns [n, HQ, Dv] in `dtype`."""
+    [HQ]: a logit per head that joins each row's softmax and weighs no value. `softcap` > 0 caps the
+    scaled logits, softcap * tanh(s / softcap); `alibi_slopes` [HQ] then add slope * (k_pos - q_pos).
+    A row that sees no key (and has no sink) is NaN, as softmax over nothing is. Returns
+    [n, HQ, Dv] in `dtype`."""
     n, HQ, _ = q.shape
     L, HKV, _ = k.shape
     G = HQ // HKV
@@ -70,6 +73,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *
                 hi = max(hi, lo + 1)  # at least one key: a row that sees none stays NaN below
             qb = q[s:s + rows, heads].to(dtype).transpose(0, 1)          # [G, nb, Dk]
             scores = qb @ kh[lo:hi].T * scale                             # [G, nb, Lb]
+            if softcap > 0:
+                scores = softcap * torch.tanh(scores / softcap)
+            if alibi_slopes is not None:
+                rel = (k_pos[lo:hi][None, :] - qp[:, None]).to(dtype)     # [nb, Lb]
+                scores += alibi_slopes[heads].to(dtype)[:, None, None] * rel
             if masked:
                 kp = k_pos[lo:hi]
                 seen = torch.ones((qp.numel(), hi - lo), dtype=torch.bool, device=dev)

@@ -24,6 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
+from sdk.conformance.refmath import attention, compute_dtype
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 LOG2E = tl.constexpr(1.4426950408889634)
@@ -380,35 +381,22 @@ def _make_inputs(case, dtype, device, gen):
 
 
 def _reference(x, case):
-    """Dense attention per sequence in fp64 over the pages the block table names."""
-    q = x["q"].double()
+    """Dense attention per sequence over the pages the block table names (sdk.conformance.refmath:
+    blocked, fp64 for fp32 data, fp32 for 16-bit data)."""
+    q = x["q"]
     T, HQ, D = q.shape
     _, PAGE, HKV, _ = x["k_cache"].shape
-    out = torch.empty((T, HQ, D), dtype=torch.float64, device=q.device)
+    dt = compute_dtype(q)
+    out = torch.empty((T, HQ, D), dtype=dt, device=q.device)
     cu = x["cu_seqlens_q"].tolist()
     for b, L in enumerate(x["seq_lens"].tolist()):
         pages = x["block_table"][b, :triton.cdiv(L, PAGE)].long()
-        k = x["k_cache"][pages].reshape(-1, HKV, D)[:L].double().repeat_interleave(HQ // HKV, 1)
-        v = x["v_cache"][pages].reshape(-1, HKV, D)[:L].double().repeat_interleave(HQ // HKV, 1)
-        kpos = torch.arange(L, device=q.device)
-        for a in range(cu[b], cu[b + 1], 512):               # bounded memory at full shapes
-            e = min(a + 512, cu[b + 1])
-            qpos = L - (cu[b + 1] - a) + torch.arange(e - a, device=q.device)
-            s = torch.einsum("qhd,khd->hqk", q[a:e], k) * x["scale"]
-            if x["softcap"] > 0:
-                s = x["softcap"] * torch.tanh(s / x["softcap"])
-            if x["alibi_slopes"] is not None:
-                s = s + x["alibi_slopes"].double()[:, None, None] * (kpos[None, None, :] - qpos[None, :, None])
-            seen = kpos[None, :] <= qpos[:, None]
-            if x["window"] > 0:
-                seen &= qpos[:, None] - kpos[None, :] < x["window"]
-            s = s.masked_fill(~seen[None], float("-inf"))
-            if x["sinks"] is not None:
-                sink = x["sinks"].double()[:, None, None].expand(HQ, e - a, 1)
-                p = torch.softmax(torch.cat([s, sink], -1), -1)[..., :L]
-            else:
-                p = torch.softmax(s, -1)
-            out[a:e] = torch.einsum("hqk,khd->qhd", p, v)
+        k = x["k_cache"][pages].reshape(-1, HKV, D)[:L]
+        v = x["v_cache"][pages].reshape(-1, HKV, D)[:L]
+        a, e = cu[b], cu[b + 1]
+        out[a:e] = attention(q[a:e], k, v, x["scale"], q_pos=L - (e - a) + torch.arange(e - a, device=q.device),
+                             causal=True, window=x["window"], sinks=x["sinks"], softcap=x["softcap"],
+                             alibi_slopes=x["alibi_slopes"], dtype=dt)
     return {"out": out}
 
 

@@ -134,9 +134,24 @@ def old_unified(x, case):
     return {"out": out}
 
 
+
+def old_paged_decode(x, case):
+    B, HQ, D = x["q"].shape
+    PAGE, HKV = x["k_cache"].shape[1], x["k_cache"].shape[2]
+    out = torch.empty((B, HQ, D), dtype=torch.float64, device=x["q"].device)
+    for b, n in enumerate(x["seq_lens"].tolist()):
+        pages = x["block_table"][b, :triton.cdiv(n, PAGE)].long()
+        ks = x["k_cache"][pages].reshape(-1, HKV, D)[:n].double().repeat_interleave(HQ // HKV, 1)
+        vs = x["v_cache"][pages].reshape(-1, HKV, D)[:n].double().repeat_interleave(HQ // HKV, 1)
+        s = torch.einsum("hd,nhd->hn", x["q"][b].double(), ks) * x["scale"]
+        out[b] = torch.einsum("hn,nhd->hd", torch.softmax(s, -1), vs)
+    return {"o": out}
+
+
 OLD = {"silu_and_mul": old_silu_and_mul, "gelu_tanh_and_mul": old_gelu_tanh_and_mul, "relu2": old_relu2,
        "attn_prefill_gqa_gated": old_attn_prefill, "prefix_prefill_attention": old_prefix_prefill,
-       "mla_prefill": old_mla_prefill, "unified_attention": old_unified, "unified_attention_split_kv": old_unified}
+       "mla_prefill": old_mla_prefill, "unified_attention": old_unified, "unified_attention_split_kv": old_unified,
+       "attn_paged_decode": old_paged_decode}
 
 
 def _items():

@@ -243,15 +243,17 @@ def _run_decode(x, case, **config):
 
 
 def _ref_decode(x, case):
+    """Per sequence: its query over the keys and values of the pages the block table names
+    (sdk.conformance.refmath: fp64 for fp32 data, fp32 for 16-bit data)."""
     B, HQ, D = x["q"].shape
     PAGE, HKV = x["k_cache"].shape[1], x["k_cache"].shape[2]
-    out = torch.empty((B, HQ, D), dtype=torch.float64, device=x["q"].device)
+    dt = compute_dtype(x["q"])
+    out = torch.empty((B, HQ, D), dtype=dt, device=x["q"].device)
     for b, n in enumerate(x["seq_lens"].tolist()):
         pages = x["block_table"][b, :triton.cdiv(n, PAGE)].long()
-        ks = x["k_cache"][pages].reshape(-1, HKV, D)[:n].double().repeat_interleave(HQ // HKV, 1)
-        vs = x["v_cache"][pages].reshape(-1, HKV, D)[:n].double().repeat_interleave(HQ // HKV, 1)
-        s = torch.einsum("hd,nhd->hn", x["q"][b].double(), ks) * x["scale"]
-        out[b] = torch.einsum("hn,nhd->hd", torch.softmax(s, -1), vs)
+        ks = x["k_cache"][pages].reshape(-1, HKV, D)[:n]
+        vs = x["v_cache"][pages].reshape(-1, HKV, D)[:n]
+        out[b] = attention(x["q"][b:b + 1], ks, vs, x["scale"], dtype=dt)[0]
     return {"o": out}
 
 

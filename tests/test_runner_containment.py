@@ -87,6 +87,20 @@ def test_workers_are_pinned_one_per_device(env):
     assert seen == {"3", "5"}, got
 
 
+def test_workers_share_the_cores_unless_told_otherwise(env):
+    from sdk.conformance.runner import thread_shares
+    assert thread_shares(1, 16) == {} and thread_shares(3, 2)["OMP_NUM_THREADS"] == "1"
+    assert thread_shares(2, 16) == {"OMP_NUM_THREADS": "8", "DAY0_CPU_THREADS": "8"}
+    share = thread_shares(2)["OMP_NUM_THREADS"]
+    env = {k: v for k, v in env.items() if k not in ("OMP_NUM_THREADS", "DAY0_CPU_THREADS")}
+    got = _run(_items(2), {**env, "DAY0_CONTAIN": "probe"}, jobs=2, timeout=120)
+    assert {tuple(s["threads"]) for _, o in got for s in o["launch_stats"]} == {(share, share)}, got
+    got = _run(_items(2), {**env, "DAY0_CONTAIN": "probe", "OMP_NUM_THREADS": "3"}, jobs=2, timeout=120)
+    assert {tuple(s["threads"]) for _, o in got for s in o["launch_stats"]} == {("3", share)}, got
+    got = _run(_items(2), {**env, "DAY0_CONTAIN": "probe"}, jobs=1, timeout=120)
+    assert {tuple(s["threads"]) for _, o in got for s in o["launch_stats"]} == {("", "")}, got
+
+
 RUNNER = r'''
 import sys, os
 from sdk.conformance.runner import Item, run_items

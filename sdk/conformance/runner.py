@@ -16,6 +16,11 @@ is pinned to one (CUDA_VISIBLE_DEVICES), spread evenly.
 
 Extra kernel modules (a vendor's own kernels) are imported from `DAY0_KERNELS="pkg.mod,pkg.other"`,
 in the runner and in every worker, before the suite is read.
+
+Several workers share the host's cores: with jobs > 1 each worker gets cores // jobs threads (at
+least one) for torch's operations (OMP_NUM_THREADS) and for cpu_interp's compiled launches
+(DAY0_CPU_THREADS), unless the environment sets those already; thread pools larger than their
+share of the cores wait on each other and run many times slower.
 """
 from __future__ import annotations
 
@@ -289,6 +294,20 @@ def device_slots(items: list[Item], env: dict) -> list[str]:
     return visible if len(visible) > 1 else []
 
 
+def thread_shares(jobs: int, cores: int | None = None) -> dict[str, str]:
+    """The thread counts each of `jobs` workers gets on `cores` cores (default: those this process
+    may run on); {} for a single worker, which keeps every default."""
+    if jobs <= 1:
+        return {}
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+    share = str(max(1, cores // jobs))
+    return {"OMP_NUM_THREADS": share, "DAY0_CPU_THREADS": share}
+
+
 def _stale_log_dirs() -> None:
     """Log folders of runs that were killed (kill -9 gives no chance to clean up): removed when
     the process named in the folder is gone."""
@@ -326,6 +345,7 @@ def run_items(items: Iterable[Item], on_result: Callable[[Item, dict], None], *,
         raise ConfigError(f"{MEMORY_ENV} must be a number of MB, got '{env.get(MEMORY_ENV)}'") from None
     slots = device_slots(list(pending), env)
     jobs = max(1, min(jobs, len(pending)))
+    env.update({k: v for k, v in thread_shares(jobs).items() if not env.get(k, "").strip()})
     sel = selectors.DefaultSelector()
     serial = 0
     failed_starts = 0

@@ -116,5 +116,6 @@ class ContainBackend(CpuInterpBackend):
 
     def take_launch_stats(self) -> list[dict]:
         if os.environ.get("DAY0_CONTAIN") == "probe":
-            return [{"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "")}]
+            return [{"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+                     "threads": [os.environ.get(k, "") for k in ("OMP_NUM_THREADS", "DAY0_CPU_THREADS")]}]
         return []

@@ -1,7 +1,7 @@
 """The suite's cheaper references (blocked attention, fp32 math for 16-bit data) give what the
-straightforward fp64 formulations gave, far inside every tolerance, on the quick cases; the blocked
-attention helper equals the textbook one whatever its block size; and the precision rule holds for
-every output of the kernels that use it."""
+straightforward fp64 formulations gave, far inside every tolerance, on the quick cases, and compute
+in fp32 only outputs judged to 1e-3 or looser; the blocked attention helper equals the textbook one
+whatever its block size."""
 from __future__ import annotations
 
 import pytest
@@ -148,10 +148,22 @@ def old_paged_decode(x, case):
     return {"o": out}
 
 
+
+def old_merge(x, case):
+    pl = x["prefix_lse"].double().clone()
+    sl = x["suffix_lse"].double().clone()
+    pl[pl == float("inf")] = float("-inf")
+    sl[sl == float("inf")] = float("-inf")
+    lse = torch.logaddexp(pl, sl)
+    wp = torch.exp(pl - lse).nan_to_num(0.0).T[:, :, None]
+    ws = torch.exp(sl - lse).nan_to_num(0.0).T[:, :, None]
+    return {"output": x["prefix_output"].double() * wp + x["suffix_output"].double() * ws, "output_lse": lse}
+
+
 OLD = {"silu_and_mul": old_silu_and_mul, "gelu_tanh_and_mul": old_gelu_tanh_and_mul, "relu2": old_relu2,
        "attn_prefill_gqa_gated": old_attn_prefill, "prefix_prefill_attention": old_prefix_prefill,
        "mla_prefill": old_mla_prefill, "unified_attention": old_unified, "unified_attention_split_kv": old_unified,
-       "attn_paged_decode": old_paged_decode}
+       "attn_paged_decode": old_paged_decode, "merge_attn_states": old_merge}
 
 
 def _items():
@@ -175,24 +187,15 @@ def test_reference_agrees_with_the_fp64_formulation(name, case, dtype):
         a, b = new[out].double(), old[out]
         assert a.shape == b.shape and torch.equal(a.isnan(), b.isnan())
         seen = ~b.isnan()
-        err = (a - b).abs()[seen]
+        err = torch.where(a == b, 0.0, (a - b).abs())[seen]  # equal infinities agree
         allowed = (tol.atol + tol.rtol * b.abs())[seen]
         assert err.numel() and bool((err <= allowed / 100).all()), \
             f"{name}/{out}@{dtype}: {float((err - allowed / 100).max()):.3g} past 1/100 of the tolerance"
+        if new[out].dtype == torch.float32:  # refmath's rule: fp32 math only for outputs judged loosely
+            loose = tol.rmse >= 1e-3 if tol.rmse is not None else min(tol.atol, tol.rtol) >= 1e-3
+            assert not tol.exact and loose, (out, dtype, tol)
         if dtype == "fp32":  # fp64 math both ways: only the order of the sums differs
             assert float(err.max()) <= 1e-12 * max(1.0, float(b[seen].abs().max()))
-
-
-@pytest.mark.parametrize("name", list(OLD))
-def test_fp32_math_only_where_the_tolerance_is_loose(name):
-    """compute_dtype's rule (refmath): 16-bit data -> fp32 math, for outputs judged to 1e-3 or looser."""
-    spec = SUITE[name]
-    for dtype in spec.dtypes:
-        if refmath.compute_dtype(DTYPES[dtype]) == torch.float32:
-            for out in spec.outputs:
-                tol = spec.tolerance_for(out, dtype)
-                loose = tol.rmse >= 1e-3 if tol.rmse is not None else min(tol.atol, tol.rtol) >= 1e-3
-                assert not tol.exact and loose, (out, dtype, tol)
 
 
 def _textbook(q, k, v, scale, q_pos, k_pos, causal, window, sinks):

@@ -571,14 +571,23 @@ def merge_attn_states(x: dict) -> None:
 
 
 def _ref_merge(x, case):
+    """The log-sum-exp and the weights in fp64 (the lse is judged tightly); the weighted outputs in
+    fp64 for fp32 data, fp32 for 16-bit data (sdk.conformance.refmath), a block of tokens at a time."""
     pl = x["prefix_lse"].double().clone()
     sl = x["suffix_lse"].double().clone()
     pl[pl == float("inf")] = float("-inf")
     sl[sl == float("inf")] = float("-inf")
     lse = torch.logaddexp(pl, sl)                                  # [H, T]
-    wp = torch.exp(pl - lse).nan_to_num(0.0).T[:, :, None]         # [T, H, 1]
-    ws = torch.exp(sl - lse).nan_to_num(0.0).T[:, :, None]
-    return {"output": x["prefix_output"].double() * wp + x["suffix_output"].double() * ws, "output_lse": lse}
+    dt = compute_dtype(x["prefix_output"])
+    wp = torch.exp(pl - lse).nan_to_num(0.0).T[:, :, None].to(dt)  # [T, H, 1]
+    ws = torch.exp(sl - lse).nan_to_num(0.0).T[:, :, None].to(dt)
+    po, so = x["prefix_output"], x["suffix_output"]
+    out = torch.empty(po.shape, dtype=dt, device=po.device)
+    step = max(1, (1 << 20) // max(1, po[0].numel()))             # ~1 M elements per block
+    for a in range(0, po.shape[0], step):
+        b = a + step
+        torch.add(po[a:b].to(dt) * wp[a:b], so[a:b].to(dt) * ws[a:b], out=out[a:b])
+    return {"output": out, "output_lse": lse}
 
 
 register(KernelSpec(

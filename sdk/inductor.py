@@ -16,6 +16,9 @@ selected (`sdk.inductor()` under `sdk.activate` or `TRITON_DEFAULT_BACKEND`), an
 - autotuning off unless asked (`autotune=True`): a backend that is not being timed runs each kernel
   in its first configuration instead of benchmarking candidates (Inductor's `deterministic` mode
   for reductions, `autotune_pointwise = False` for the rest, and any candidates left time equal);
+- launches through Triton's runtime: Inductor's static CUDA launcher (which loads the binary and
+  launches it itself) is off, so a CUDA backend's launch hooks see every launch and the records
+  count them, as on any other device;
 - every kernel compiled or launched is recorded (`kernels`), with its origin and TTIR op set.
 """
 from __future__ import annotations
@@ -85,6 +88,8 @@ def _settings(device: str, autotune: bool) -> dict[str, Any]:
     }
     if device == "cpu":
         out["cpu_backend"] = "triton"
+    if hasattr(config, "use_static_cuda_launcher"):
+        out["use_static_cuda_launcher"] = False
     if not autotune and hasattr(config, "deterministic"):
         out["deterministic"] = True  # one configuration per reduction, no benchmarking
     for key in ("bundle_triton_into_fx_graph_cache", "autotune_remote_cache", "fx_graph_remote_cache"):

@@ -148,3 +148,18 @@ def test_plan_refuses_unknown_modes_and_dtypes(tmp_path):
         plan([str(path)], "cpu_interp", ["fp32"], ["train"])
     (job,) = plan([str(path)], "cpu_interp", ["fp32"], ["decode"])
     assert job.modes == ("prefill", "decode")  # decode continues a prefill's cache
+
+
+def test_a_library_is_credited_only_with_kernels_that_ran():
+    """The record names an upstream library only for kernels of its own that launched; a library
+    transformers imported but did not call (it took its PyTorch path) is said to be idle."""
+    from sdk.modeltier.runner import _libraries_used
+    inductor = {"name": "triton_poi_fused_add_0", "origin": "inductor", "launches": 3}
+    fla_ran = {"name": "chunk_fwd_kernel_o", "origin": "fla", "launches": 2}
+    fla_compiled_only = {"name": "l2norm_fwd_kernel", "origin": "fla", "launches": 0}
+    assert _libraries_used([inductor, fla_ran], ["fla"]) == "; library kernels from fla"
+    assert _libraries_used([inductor, fla_compiled_only], ["fla"]) == "; fla imported, none of its kernels ran"
+    assert _libraries_used([inductor], []) == ""
+    liger = {"name": "_swiglu_forward_kernel", "origin": "liger", "launches": 1}
+    assert _libraries_used([liger], ["liger_kernel", "fla"]) == (
+        "; library kernels from liger; fla imported, none of its kernels ran")

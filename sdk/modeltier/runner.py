@@ -156,11 +156,10 @@ def run_job(job: Job, timeout: float = 600.0) -> list[dict]:
 def _judge(job: Job, entry: dict | None, result: dict) -> dict:
     """A mode's verdict: pass (runs, logits match eager), fail, unsupported or error."""
     tol = TOLERANCE[job.dtype]
-    libs = ", ".join(result.get("libraries") or [])
-    via = f"; library kernels from {libs}" if libs else ""
     if entry is None:
         return {"status": "error", "detail": "not run: an earlier mode failed"}
     kernels = entry.get("kernels", [])
+    via = _libraries_used(kernels, result.get("libraries") or [])
     out: dict[str, Any] = {"kernels": kernels, "launch_s": entry.get("seconds")}
     shares = [k["native"] for k in kernels if k.get("native") is not None]
     if shares and min(shares) < 1.0:  # a delegating backend: how much of the model was its own
@@ -194,6 +193,22 @@ def _judge(job: Job, entry: dict | None, result: dict) -> dict:
         out.update(status="pass", detail="")
         out["detail"] = f"{len(kernels)} Triton kernel(s){via}" if kernels else "no Triton kernel launched"
     return out
+
+
+#: kernel origins that are the model's own code generation, not an upstream library
+_NOT_LIBRARIES = ("inductor", "day0", "user", "unknown")
+
+
+def _libraries_used(kernels: list[dict], imported: list[str]) -> str:
+    """Which upstream libraries' kernels ran in this mode (from the kernels' origins), and which
+    were imported by transformers without any of their kernels running (it took its PyTorch path:
+    a version check, or a layer the library does not cover)."""
+    ran = sorted({k["origin"] for k in kernels if k.get("launches") and k.get("origin") not in _NOT_LIBRARIES})
+    text = f"; library kernels from {', '.join(ran)}" if ran else ""
+    idle = [m for m in imported if not any(m == o or m.startswith(o + "_") for o in ran)]
+    if idle:
+        text += f"; {', '.join(idle)} imported, none of its kernels ran"
+    return text
 
 
 def _failure(code: int | str, err: str) -> str:

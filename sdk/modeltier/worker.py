@@ -67,7 +67,7 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None) -> dict[str, Any]:
             cache_key = "past_key_values" if getattr(first, "past_key_values", None) is not None else "cache_params"
             kwargs = {cache_key: getattr(first, cache_key), "use_cache": True}
             if "cache_position" in params:
-                kwargs["cache_position"] = torch.tensor([ids.shape[1]])
+                kwargs["cache_position"] = torch.tensor([ids.shape[1]], device=ids.device)
             with (on_mode("decode") if on_mode else _null()):
                 second = model(nxt, **kwargs)
             out["decode"] = _output(second)
@@ -77,7 +77,7 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None) -> dict[str, Any]:
 def _output(result):
     """The logits, or the last hidden states of a decoder built without an LM head."""
     value = getattr(result, "logits", None)
-    return (value if value is not None else result.last_hidden_state).float()
+    return (value if value is not None else result.last_hidden_state).float().cpu()
 
 
 class _null:
@@ -101,6 +101,7 @@ def reference(spec: dict, out_path: str) -> None:
 def backend_run(spec: dict, ref_path: str, out_path: str) -> None:
     import sdk
     from sdk import launches
+    from sdk.backend import get_backend
     results: dict[str, Any] = {"modes": {}, "libraries": []}
     with sdk.inductor(spec["backend"]) as session:
         import torch
@@ -111,7 +112,12 @@ def backend_run(spec: dict, ref_path: str, out_path: str) -> None:
             raise RuntimeError(f"weights differ from the reference model: missing {sorted(missing)[:5]}, "
                                f"unexpected {sorted(unexpected)[:5]}")
         results["libraries"] = sorted(m for m in LIBRARIES if m in sys.modules and sys.modules[m] is not None)
-        ids, nxt = inputs(spec, config.vocab_size)
+        # the model and its inputs live where the backend's kernels read them (a GPU's memory for
+        # nvidia_ref): Inductor generates Triton for the device its tensors are on
+        device = torch.device(get_backend(session.backend).torch_device)
+        results["device"] = str(device)
+        model = model.to(device)
+        ids, nxt = (t.to(device) for t in inputs(spec, config.vocab_size))
         compiled = torch.compile(model, fullgraph=False, dynamic=False)
         recorders: dict[str, Any] = {}
         timings: dict[str, float] = {}

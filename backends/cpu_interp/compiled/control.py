@@ -124,11 +124,18 @@ def _uniform_step(fx, body, k: int, arg, yielded):
 
 
 class _Offset(TV):
-    """A loop-carried tensor as `init (+) splat(offset)`: addptr for pointers, addi for integers."""
+    """A loop-carried tensor as `init (+) splat(offset)`: addptr for pointers, addi for integers.
+    `ahead`: what one iteration adds to the offset, when it is known before the loop (a constant,
+    a value defined outside it): then a read through the pointer can ask for the next
+    iteration's memory early (ops_memory.prefetch_next)."""
 
-    def __init__(self, init: TV, off: ir.Value, is_ptr: bool, mem_type):
+    def __init__(self, init: TV, off: ir.Value, is_ptr: bool, mem_type, ahead: ir.Value | None = None):
         self.init, self.off, self.is_ptr, self.mem_type = init, off, is_ptr, mem_type
         self.shape, self.elem, self.cost = init.shape, init.elem, init.cost + 1
+        self.ahead = ahead
+
+    def step(self, d):
+        return self.init.step(d)
 
     def _at(self, fx, idx):
         base = self.init.at(fx, idx)
@@ -195,7 +202,7 @@ def _for(fx, op, lb, ub, step, *init):
     b.position_at_end(loop_body)
     args = [b.trunc(iv, lb.type) if lb.type != I64 else iv]
     for slot, p, arg in zip(slots, phis, body.args[1:]):
-        args.append(_carried_value(fx, slot, p, arg))
+        args.append(_carried_value(fx, slot, p, arg, in_body=True))
     for slot, p, arg, y in zip(slots, phis, body.args[1:], term.operands):
         producer = _defining_op(body, y)
         if slot[0] == "buffer" and producer is not None and producer.name == "tt.dot" and fx.uses.get(id(y)) == 1:
@@ -246,12 +253,18 @@ def _like(arg):
     return Splat(None, shape_of(arg.type), elem_of(arg.type))
 
 
-def _carried_value(fx, slot, p, arg):
+def _carried_value(fx, slot, p, arg, in_body: bool = False):
+    """A carried value as the loop body (`in_body`) or the code after the loop sees it."""
     if slot[0] == "scalar":
         return p
     if slot[0] == "offset":
         e = elem_of(arg.type)
-        return _Offset(slot[2], p, e.is_ptr, pointee(arg.type).mem if e.is_ptr else None)
+        ahead = None
+        if in_body:  # the step, when it is bound before the body is emitted (defined outside the loop)
+            inc = fx.vals.get(id(slot[1].operands[1]))
+            if isinstance(inc, Splat) and inc.value is not None:
+                ahead = _widen(fx, inc.value, p.type)
+        return _Offset(slot[2], p, e.is_ptr, pointee(arg.type).mem if e.is_ptr else None, ahead)
     return Buf(p[0], shape_of(arg.type), elem_of(arg.type))
 
 

@@ -154,23 +154,26 @@ class FunctionEmitter:
         b.position_at_end(done)
         return new
 
-    def for_each(self, shape, body, accs=()) -> list:
-        """A loop nest over `shape` (row-major, the last dimension innermost): body(idx, accs)."""
+    def for_each(self, shape, body, accs=(), order=None) -> list:
+        """A loop nest over `shape`: body(idx, accs), idx in dimension order. The loops nest in
+        `order` (dimensions, outermost first; default row-major, the last dimension innermost)."""
         shape = tuple(int(d) for d in shape)
+        order = list(range(len(shape))) if order is None else list(order)
 
-        def rec(d, idx, accs):
-            if d == len(shape):
-                return body(idx, accs)
+        def rec(k, idx, accs):
+            if k == len(order):
+                return body([idx[d] for d in range(len(shape))], accs)
+            d = order[k]
             if shape[d] == 1:
-                return rec(d + 1, idx + [ZERO], accs)
-            return self.loop(shape[d], lambda i, a: rec(d + 1, idx + [i], a), accs)
+                return rec(k + 1, {**idx, d: ZERO}, accs)
+            return self.loop(shape[d], lambda i, a: rec(k + 1, {**idx, d: i}, a), accs)
         if not shape:
             self.scopes.append({})
             try:
                 return list(body([], list(accs)))
             finally:
                 self.scopes.pop()
-        return rec(0, [], list(accs))
+        return rec(0, {}, list(accs))
 
     def branch_new(self, name: str) -> ir.Block:
         return self.fn.append_basic_block(name)

@@ -34,7 +34,7 @@ def apply(fx, op, fn: Callable, vals, cost: int = 1, result_type=None):
     if all(not isinstance(v, TV) or isinstance(v, Splat) for v in vals):
         return Splat(fn(fx, *[v.value if isinstance(v, Splat) else v for v in vals]), shape, e)
     tvs = [v if isinstance(v, TV) else Splat(v, shape, elem_of(o.type)) for v, o in zip(vals, op.operands)]
-    return Lazy(fn, tvs, shape, e, cost)
+    return Lazy(fn, tvs, shape, e, cost, op)
 
 
 def elementwise(name: str, cost: int = 1, accepts=None):

@@ -19,7 +19,7 @@ from .abi import FAULT_OOB, FAULT_RAW
 from .numerics import from_mem, to_mem
 from .ops_arith import apply, elementwise, iconst, res
 from .table import TABLE
-from .tensors import TV, Buf, Splat
+from .tensors import TV, Buf, Splat, Trans
 from .types import I1, I8, I64, PTR, Unsupported, elem_of, pointee, shape_of
 
 I64_MAX = ir.Constant(I64, (1 << 63) - 1)
@@ -200,14 +200,74 @@ def _conditional(fx, cond: ir.Value | None, emit, fallback_type: ir.Type):
 
 
 # ------------------------------------------------------------------------------- loads
+def access_order(ptr_tv: TV, shape, width: int) -> list[int] | None:
+    """The loop order for reading a block (dimensions, outermost first): row-major (None) unless
+    its last dimension is not contiguous in memory and another one is (a transposed tile, such as
+    a weight read along K): that one then goes innermost, so that the vectoriser sees
+    consecutive addresses. Reads only: the order of a block's stores decides which of two lanes
+    writing one address wins."""
+    n = len(shape)
+    if n < 2 or ptr_tv.step(n - 1) == width:
+        return None
+    for d in reversed(range(n - 1)):
+        if shape[d] > 1 and ptr_tv.step(d) == width:
+            return [x for x in range(n) if x != d] + [d]
+    return None
+
+
+def prefetch_next(fx, ptr_tv: TV, shape, width: int, order):
+    """For a block read through a loop-carried pointer that every iteration advances by the same
+    amount (control.py's offset slots), along a contiguous innermost dimension: a hook that asks
+    for the next iteration's cache lines of one row (one prefetch per 64 bytes), for the read's
+    loop nest to call before each row, so that the lines arrive while this iteration goes on (a
+    tile of weight rows is more streams than the hardware prefetcher follows). None otherwise.
+    Prefetching never faults and changes no result."""
+    ahead = getattr(ptr_tv, "ahead", None)
+    if ahead is None or not shape or not getattr(ptr_tv, "is_ptr", False):
+        return None
+    inner = (order or list(range(len(shape))))[-1]
+    if ptr_tv.step(inner) != width:
+        return None
+    b = fx.b
+    per_line = max(1, 64 // width)
+    i32 = ir.IntType(32)
+    fn = fx.kc.intrinsic("llvm.prefetch.p0", ir.VoidType(), [PTR, i32, i32, i32])
+
+    def row(idx) -> None:
+        for k in range(0, shape[inner], per_line):
+            at = list(idx)
+            at[inner] = ir.Constant(I64, k)
+            p = b.gep(ptr_tv.at(fx, at), [ahead], source_etype=ptr_tv.mem_type)
+            b.call(fn, [p, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+    return row
+
+
+def _rows(fx, shape, body, accs, order, before_row):
+    """fx.for_each(shape, body, accs, order), calling before_row(idx) ahead of each innermost loop."""
+    if before_row is None:
+        return fx.for_each(shape, body, accs, order)
+    inner = (order or list(range(len(shape))))[-1]
+    outer = list(shape)
+    outer[inner] = 1
+
+    def row(idx, accs):
+        before_row(idx)
+        return fx.loop(shape[inner], lambda i, a: body(idx[:inner] + [i] + idx[inner + 1:], a), accs)
+    return fx.for_each(outer, row, accs, order)
+
+
 @TABLE.rule("tt.load")
 def _load(fx, op, ptr, mask=None, other=None):
     e = pointee(op.operands[0].type)
     t = op.result.type
     shape = shape_of(t)
     check = Check(fx, op, e.width)
-    out = fx.alloc(shape, e) if shape else None
     ptr_tv = _as_tv(ptr, shape, e)
+    order = access_order(ptr_tv, shape, e.width)
+    out = fx.alloc(shape, e) if shape else None
+    if order is not None:  # the buffer laid out in the order memory is read: a transposed view of it
+        out = fx.alloc([shape[d] for d in order], e)
+        result = Trans(out, [order.index(d) for d in range(len(shape))])
     mask_tv = None if mask is None else _as_tv(mask, shape, elem_of(op.operands[1].type))
     other_tv = None if other is None else _as_tv(other, shape, e)
     check.prepass(shape, ptr_tv, mask_tv, write=False)
@@ -225,13 +285,15 @@ def _load(fx, op, ptr, mask=None, other=None):
         if go is not None:
             v = b.select(go, v, fill)
         if out is not None:
-            out.put(fx, idx, v)
+            out.put(fx, idx if order is None else [idx[d] for d in order], v)
         else:
             scalar_result.append(v)
         return accs
 
-    accs = fx.for_each(shape, body, check.init())
+    accs = _rows(fx, shape, body, check.init(), order, prefetch_next(fx, ptr_tv, shape, e.width, order))
     check.finish(accs)
+    if order is not None:
+        return result
     return out if out is not None else scalar_result[0]
 
 

@@ -80,6 +80,13 @@ class TV:
     def _at(self, fx, idx: list) -> ir.Value:
         raise NotImplementedError
 
+    def step(self, d: int) -> int | None:
+        """What one step along dimension `d` adds to an element, the same everywhere (an integer
+        tensor's value; a pointer tensor's address, in bytes), or None when that is not known
+        when compiling (data, an op without a rule here). Integer wrap-around is ignored: the
+        answer chooses loop orders, never results."""
+        return None
+
     @property
     def numel(self) -> int:
         return numel(self.shape)
@@ -93,6 +100,9 @@ class Splat(TV):
 
     def _at(self, fx, idx):
         return self.value
+
+    def step(self, d):
+        return 0
 
 
 class Buf(TV):
@@ -124,16 +134,42 @@ class Buf(TV):
 
 
 class Lazy(TV):
-    """An element-wise op over operands of the same shape: `fn(fx, *elements)`."""
+    """An element-wise op over operands of the same shape: `fn(fx, *elements)`; `op`: the TTIR op
+    it computes (what `step` reads), when there is one."""
 
     memo = True
 
-    def __init__(self, fn: Callable, operands: list[TV], shape, elem: Elem, cost: int = 1):
+    def __init__(self, fn: Callable, operands: list[TV], shape, elem: Elem, cost: int = 1, op=None):
         self.fn, self.operands, self.shape, self.elem = fn, operands, tuple(shape), elem
         self.cost = cost + sum(o.cost for o in operands)
+        self.op = op
 
     def _at(self, fx, idx):
         return self.fn(fx, *[o.at(fx, idx) for o in self.operands])
+
+    def step(self, d):
+        steps = [o.step(d) for o in self.operands]
+        if all(s == 0 for s in steps):
+            return 0  # an element-wise op of operands that do not change along d
+        name = self.op.name if self.op is not None else ""
+        if name == "arith.muli":  # by a constant splat
+            for k, o in enumerate(self.operands):
+                other = steps[1 - k]
+                if isinstance(o, Splat) and isinstance(o.value, ir.Constant) and other is not None:
+                    return int(o.value.constant) * other
+            return None
+        if None in steps:
+            return None
+        if name in ("arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast"):
+            return steps[0]
+        if name == "arith.addi":
+            return steps[0] + steps[1]
+        if name == "arith.subi":
+            return steps[0] - steps[1]
+        if name == "tt.addptr":
+            from .types import pointee
+            return steps[0] + steps[1] * pointee(self.op.results[0].type).width
+        return None
 
 
 class Range(TV):
@@ -146,6 +182,9 @@ class Range(TV):
         i = fx.b.trunc(idx[0], self.elem.reg)
         return i if self.start == 0 else fx.b.add(i, ir.Constant(self.elem.reg, self.start))
 
+    def step(self, d):
+        return 1
+
 
 class Broadcast(TV):
     """Dimensions of size 1 stretched to `shape`."""
@@ -156,6 +195,9 @@ class Broadcast(TV):
     def _at(self, fx, idx):
         return self.src.at(fx, [ZERO if s == 1 else i for s, i in zip(self.src.shape, idx)])
 
+    def step(self, d):
+        return 0 if self.src.shape[d] == 1 else self.src.step(d)
+
 
 class ExpandDims(TV):
     def __init__(self, src: TV, axis: int):
@@ -165,6 +207,9 @@ class ExpandDims(TV):
 
     def _at(self, fx, idx):
         return self.src.at(fx, idx[:self.axis] + idx[self.axis + 1:])
+
+    def step(self, d):
+        return 0 if d == self.axis else self.src.step(d - (d > self.axis))
 
 
 class Trans(TV):
@@ -180,6 +225,9 @@ class Trans(TV):
         for d, o in enumerate(self.order):
             src_idx[o] = idx[d]
         return self.src.at(fx, src_idx)
+
+    def step(self, d):
+        return self.src.step(self.order[d])
 
 
 class Reshape(TV):

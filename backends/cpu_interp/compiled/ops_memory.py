@@ -7,9 +7,9 @@ pointer derives from (provenance.py), and after the loop a failing program retur
 program, source line). A lane that fails the check is never accessed. A raw pointer (made from
 an integer, or loaded from a pointer table) is checked before its access instead (`prepass`).
 
-The loop carries the lowest and highest live address (two reductions LLVM vectorises); for a
-pointer into one tensor they decide the check after the loop, and the stray address the message
-names is whichever of them left the tensor.
+The loop carries one flag, whether a live lane strayed (an or-reduction LLVM vectorises); only a
+program that faults walks the lanes again for the lowest and highest live address, from which
+the message names the stray one.
 """
 from __future__ import annotations
 
@@ -57,16 +57,14 @@ def origins(fx, op) -> list[int]:
 
 class Check:
     """Per-element bounds check of one access: `lane(addr, live)` gives the lane's access
-    condition (live and inside), and the loop carries the lowest and highest live address (and,
-    for a pointer that may address one of several tensors, whether a lane strayed). After the
-    loop, `finish` faults when a live address left the tensor."""
+    condition (live and inside a tensor the pointer may address), and the loop carries whether
+    a live lane strayed. After the loop, `finish` faults when one did."""
 
     def __init__(self, fx, op, width: int):
         self.fx, self.op, self.width = fx, op, width
         self.ks = origins(fx, op)
         self.raw = fx.bounds_check and not self.ks  # checked by `prepass` instead
         self.on = fx.bounds_check and not self.raw
-        self.single = len(self.ks) == 1
 
     def prepass(self, shape, ptr_tv: TV, mask_tv: TV | None, write: bool) -> None:
         """A raw pointer's access, checked before it happens, as the interpreter checks it: lanes
@@ -96,9 +94,7 @@ class Check:
                    lambda: [lo, hi, ir.Constant(I64, int(write))])
 
     def init(self) -> list:
-        if not self.on:
-            return []
-        return [I64_MAX, I64_MIN] + ([] if self.single else [ir.Constant(I1, 0)])
+        return [ir.Constant(I1, 0)] if self.on else []
 
     def _limits(self, k: int):
         b = self.fx.b
@@ -106,6 +102,7 @@ class Check:
         return lo, b.sub(b.sub(hi, lo), ir.Constant(I64, self.width))
 
     def lane(self, p: ir.Value, live: ir.Value | None, accs: list) -> tuple[ir.Value | None, list]:
+        """(whether the lane accesses memory, the loop's new accs: whether a live lane strayed)."""
         if not self.on:
             return live, accs
         b = self.fx.b
@@ -115,29 +112,27 @@ class Check:
             lo, lim = self._limits(k)
             inside = b.and_(b.icmp_unsigned("<=", b.sub(a, lo), lim), b.icmp_signed(">=", lim, ir.Constant(I64, 0)))
             ok = inside if ok is None else b.or_(ok, inside)
-        lo_a, hi_a = accs[:2]
-        lo_a = _smin(b, lo_a, a if live is None else b.select(live, a, I64_MAX))
-        hi_a = _smax(b, hi_a, a if live is None else b.select(live, a, I64_MIN))
-        new = [lo_a, hi_a]
-        if not self.single:
-            stray = b.xor(ok, ir.Constant(I1, 1))
-            new.append(b.or_(accs[2], stray if live is None else b.and_(stray, live)))
+        stray = b.xor(ok, ir.Constant(I1, 1))
+        new = [b.or_(accs[0], stray if live is None else b.and_(stray, live))]
         return (ok if live is None else b.and_(live, ok)), new
 
-    def finish(self, accs: list) -> None:
+    def finish(self, accs: list, shape, ptr_tv: TV, mask_tv: TV | None) -> None:
+        """After the loop: fault when a live lane strayed. Only then are the lowest and highest
+        live address, which the message names, worked out (a second walk over the lanes), so the
+        loop itself carries one flag."""
         if not self.on:
             return
-        b = self.fx.b
-        lo_a, hi_a = accs[:2]
-        if self.single:
-            lo, lim = self._limits(self.ks[0])
-            any_live = b.icmp_signed("<=", lo_a, hi_a)
-            off_lo, off_hi = b.sub(lo_a, lo), b.sub(hi_a, lo)
-            bad = b.and_(any_live, b.or_(b.icmp_signed("<", off_lo, ir.Constant(I64, 0)),
-                                         b.icmp_signed(">", off_hi, lim)))
-        else:
-            bad = accs[2]
-        self.fx.fail_if(bad, FAULT_OOB, self.op, lambda: [lo_a, hi_a])
+        fx, b = self.fx, self.fx.b
+
+        def span():
+            def body(idx, accs):
+                a = b.ptrtoint(ptr_tv.at(fx, idx), I64)
+                live = None if mask_tv is None else mask_tv.at(fx, idx)
+                lo, hi = accs
+                return [_smin(b, lo, a if live is None else b.select(live, a, I64_MAX)),
+                        _smax(b, hi, a if live is None else b.select(live, a, I64_MIN))]
+            return fx.for_each(shape, body, [I64_MAX, I64_MIN])
+        fx.fail_if(accs[0], FAULT_OOB, self.op, span)
 
 
 def _inside_any(fx, a, width: int, count, regions) -> ir.Value:
@@ -291,7 +286,7 @@ def _load(fx, op, ptr, mask=None, other=None):
         return accs
 
     accs = _rows(fx, shape, body, check.init(), order, prefetch_next(fx, ptr_tv, shape, e.width, order))
-    check.finish(accs)
+    check.finish(accs, shape, ptr_tv, mask_tv)
     if order is not None:
         return result
     return out if out is not None else scalar_result[0]
@@ -320,7 +315,7 @@ def _store(fx, op, ptr, val, mask=None):
         return accs
 
     accs = fx.for_each(shape, body, check.init())
-    check.finish(accs)
+    check.finish(accs, shape, ptr_tv, mask_tv)
 
 
 # ----------------------------------------------------------------------------- atomics
@@ -424,7 +419,7 @@ def _atomic(fx, op, kind: str, ptr, val, mask, cmp=None):
         return accs
 
     accs = fx.for_each(shape, body, check.init())
-    check.finish(accs)
+    check.finish(accs, shape, ptr_tv, mask_tv)
     return out if out is not None else scalar[0]
 
 

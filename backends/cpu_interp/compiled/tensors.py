@@ -20,6 +20,32 @@ from .types import I1, I64, Elem, numel
 
 ZERO = ir.Constant(I64, 0)
 
+#: a step (TV.step) that is the same everywhere but known only when the kernel runs (a stride argument)
+UNIFORM = "uniform"
+
+
+def _add_steps(x, y):
+    if x is None or y is None:
+        return None
+    return x + y if isinstance(x, int) and isinstance(y, int) else UNIFORM
+
+
+def _scale_step(x, k):
+    """A step times a factor that is the same everywhere (`k` an int when known, else UNIFORM)."""
+    if x is None:
+        return None
+    if x == 0 or k == 0:
+        return 0
+    return x * k if isinstance(x, int) and isinstance(k, int) else UNIFORM
+
+
+def affine(t: "TV") -> bool:
+    """Whether every element of `t` is a fixed step per index away from its first one (TV.step
+    known along every dimension, maybe only when the kernel runs): a few integer ops per element,
+    cheaper to recompute where used than to keep, and affine addresses let LLVM see consecutive
+    accesses, which addresses loaded from a buffer hide."""
+    return all(t.step(d) is not None for d in range(len(t.shape)))
+
 
 def const_i64(n: int) -> ir.Constant:
     return ir.Constant(I64, int(n))
@@ -80,11 +106,12 @@ class TV:
     def _at(self, fx, idx: list) -> ir.Value:
         raise NotImplementedError
 
-    def step(self, d: int) -> int | None:
+    def step(self, d: int):
         """What one step along dimension `d` adds to an element, the same everywhere (an integer
-        tensor's value; a pointer tensor's address, in bytes), or None when that is not known
-        when compiling (data, an op without a rule here). Integer wrap-around is ignored: the
-        answer chooses loop orders, never results."""
+        tensor's value; a pointer tensor's address, in bytes): an int, UNIFORM when it is the same
+        everywhere but known only at run time, or None when it may differ (data, an op without a
+        rule here). Integer wrap-around is ignored: the answer chooses loop orders and what to
+        keep in buffers, never results."""
         return None
 
     @property
@@ -152,23 +179,23 @@ class Lazy(TV):
         if all(s == 0 for s in steps):
             return 0  # an element-wise op of operands that do not change along d
         name = self.op.name if self.op is not None else ""
-        if name == "arith.muli":  # by a constant splat
+        if name == "arith.muli":  # by a splat
             for k, o in enumerate(self.operands):
-                other = steps[1 - k]
-                if isinstance(o, Splat) and isinstance(o.value, ir.Constant) and other is not None:
-                    return int(o.value.constant) * other
+                if isinstance(o, Splat):
+                    c = o.value
+                    return _scale_step(steps[1 - k], int(c.constant) if isinstance(c, ir.Constant) else UNIFORM)
             return None
         if None in steps:
             return None
         if name in ("arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast"):
             return steps[0]
         if name == "arith.addi":
-            return steps[0] + steps[1]
+            return _add_steps(steps[0], steps[1])
         if name == "arith.subi":
-            return steps[0] - steps[1]
+            return _add_steps(steps[0], _scale_step(steps[1], -1))
         if name == "tt.addptr":
             from .types import pointee
-            return steps[0] + steps[1] * pointee(self.op.results[0].type).width
+            return _add_steps(steps[0], _scale_step(steps[1], pointee(self.op.results[0].type).width))
         return None
 
 

@@ -375,6 +375,8 @@ def _dot(fx, op, a, b, c):
     A = fx.materialize(as_tv(a, ta))
     B = as_tv(b, tb)
     C = as_tv(c, tc)
+    if not isinstance(C, (Buf, Splat)) and out_e.name == "f32":
+        C = fx.materialize(C)  # an accumulator computed element-wise (acc * alpha): once, for the fast paths
     vw = fx.kc.vector_width
     dest = fx.destination(op.result)
     if isinstance(B, Trans) and isinstance(B.src, Buf) and B.order == [1, 0] and out_e.name == "f32" and \

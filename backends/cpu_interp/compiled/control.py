@@ -137,6 +137,9 @@ class _Offset(TV):
     def step(self, d):
         return self.init.step(d)
 
+    def from_indices(self):
+        return self.init.from_indices()
+
     def _at(self, fx, idx):
         base = self.init.at(fx, idx)
         if self.is_ptr:

@@ -26,7 +26,7 @@ from sdk.ttir import Block, Func, Module, Op, Region, TensorType
 
 from ..provenance import pointer_origins
 from .table import TABLE
-from .tensors import TV, Buf, Splat, ZERO, affine, const_i64
+from .tensors import TV, Buf, Splat, ZERO, cheap_to_recompute, const_i64
 from .types import I1, I8, I32, I64, ONE32, PTR, ZERO32, Unsupported, elem_of, numel, shape_of
 
 TERMINATORS = frozenset({"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition",
@@ -67,7 +67,7 @@ class FunctionEmitter:
                 raise Unsupported(f"internal shape mismatch for {v.name}: {val.shape} vs {shape_of(v.type)}")
             if not isinstance(val, (Buf, Splat)) and val.cost >= KEEP_COST and \
                     (self.uses.get(id(v), 0) > 1 or self.nested.get(id(v))) and \
-                    not ((val.elem.is_ptr or val.elem.is_int) and affine(val)):
+                    not cheap_to_recompute(val):
                 val = self.materialize(val)
         self.vals[id(v)] = val
 

@@ -16,11 +16,12 @@ from llvmlite import ir
 from sdk.ttir import DenseAttr, TensorType
 
 from .abi import FAULT_ASSERT
+from .core import KEEP_COST
 from .numerics import call, finish
 from .ops_arith import constant_scalar, iconst
 from .table import TABLE
 from .tensors import (TV, Broadcast, Buf, Cat, ExpandDims, Join, Range, Reshape, Split, Splat, Trans, ZERO,
-                      const_i64)
+                      cheap_to_recompute, const_i64)
 from .types import F32, F64, I1, I32, I64, Unsupported, elem, elem_of, numel, shape_of
 
 rule = TABLE.rule
@@ -91,6 +92,8 @@ def _broadcast(fx, op, x):
     shape = tuple(op.result.type.shape)
     if isinstance(x, Splat):
         return Splat(x.value, shape, x.elem)
+    if not isinstance(x, Buf) and x.cost >= KEEP_COST and not cheap_to_recompute(x):
+        x = fx.materialize(x)  # computed once per source element, not once per element it is broadcast to
     return Broadcast(x, shape)
 
 

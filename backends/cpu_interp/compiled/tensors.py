@@ -39,6 +39,14 @@ def _scale_step(x, k):
     return x * k if isinstance(x, int) and isinstance(k, int) else UNIFORM
 
 
+def cheap_to_recompute(t: "TV") -> bool:
+    """Integer, mask and pointer tensors that are better recomputed where used than kept in a
+    buffer: affine ones, and those computed from indices alone at a moderate cost."""
+    if not (t.elem.is_int or t.elem.is_ptr):
+        return False
+    return affine(t) or (t.cost <= 16 and t.from_indices())
+
+
 def affine(t: "TV") -> bool:
     """Whether every element of `t` is a fixed step per index away from its first one (TV.step
     known along every dimension, maybe only when the kernel runs): a few integer ops per element,
@@ -114,6 +122,12 @@ class TV:
         keep in buffers, never results."""
         return None
 
+    def from_indices(self) -> bool:
+        """Whether every element is computed from its indices and scalars alone (no buffer is
+        read): masks and offsets, which LLVM recomputes from induction variables for a few
+        integer ops, hoisting what does not change along the inner loop."""
+        return False
+
     @property
     def numel(self) -> int:
         return numel(self.shape)
@@ -130,6 +144,9 @@ class Splat(TV):
 
     def step(self, d):
         return 0
+
+    def from_indices(self):
+        return True
 
 
 class Buf(TV):
@@ -174,6 +191,9 @@ class Lazy(TV):
     def _at(self, fx, idx):
         return self.fn(fx, *[o.at(fx, idx) for o in self.operands])
 
+    def from_indices(self):
+        return all(o.from_indices() for o in self.operands)
+
     def step(self, d):
         steps = [o.step(d) for o in self.operands]
         if all(s == 0 for s in steps):
@@ -212,6 +232,9 @@ class Range(TV):
     def step(self, d):
         return 1
 
+    def from_indices(self):
+        return True
+
 
 class Broadcast(TV):
     """Dimensions of size 1 stretched to `shape`."""
@@ -225,6 +248,9 @@ class Broadcast(TV):
     def step(self, d):
         return 0 if self.src.shape[d] == 1 else self.src.step(d)
 
+    def from_indices(self):
+        return self.src.from_indices()
+
 
 class ExpandDims(TV):
     def __init__(self, src: TV, axis: int):
@@ -237,6 +263,9 @@ class ExpandDims(TV):
 
     def step(self, d):
         return 0 if d == self.axis else self.src.step(d - (d > self.axis))
+
+    def from_indices(self):
+        return self.src.from_indices()
 
 
 class Trans(TV):
@@ -255,6 +284,9 @@ class Trans(TV):
 
     def step(self, d):
         return self.src.step(self.order[d])
+
+    def from_indices(self):
+        return self.src.from_indices()
 
 
 class Reshape(TV):

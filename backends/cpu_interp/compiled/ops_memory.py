@@ -70,7 +70,9 @@ class Check:
         """A raw pointer's access, checked before it happens, as the interpreter checks it: lanes
         inside a tensor of the launch (arguments and `extra_tensors`) are fine; the span of the
         others must be memory this process has mapped (the launcher's callback reads the OS's map),
-        unless tensors were registered with `extra_tensors`, which makes them faults."""
+        unless tensors were registered with `extra_tensors`, which makes them faults. Called
+        before every access's loop: `finish` walks the same lanes again when the access faults."""
+        self.shape, self.ptr_tv, self.mask_tv = shape, ptr_tv, mask_tv
         if not self.raw:
             return
         fx, b = self.fx, self.fx.b
@@ -116,13 +118,14 @@ class Check:
         new = [b.or_(accs[0], stray if live is None else b.and_(stray, live))]
         return (ok if live is None else b.and_(live, ok)), new
 
-    def finish(self, accs: list, shape, ptr_tv: TV, mask_tv: TV | None) -> None:
+    def finish(self, accs: list) -> None:
         """After the loop: fault when a live lane strayed. Only then are the lowest and highest
-        live address, which the message names, worked out (a second walk over the lanes), so the
-        loop itself carries one flag."""
+        live address, which the message names, worked out (a second walk over the lanes that
+        `prepass` was given), so the loop itself carries one flag."""
         if not self.on:
             return
         fx, b = self.fx, self.fx.b
+        shape, ptr_tv, mask_tv = self.shape, self.ptr_tv, self.mask_tv
 
         def span():
             def body(idx, accs):
@@ -286,7 +289,7 @@ def _load(fx, op, ptr, mask=None, other=None):
         return accs
 
     accs = _rows(fx, shape, body, check.init(), order, prefetch_next(fx, ptr_tv, shape, e.width, order))
-    check.finish(accs, shape, ptr_tv, mask_tv)
+    check.finish(accs)
     if order is not None:
         return result
     return out if out is not None else scalar_result[0]
@@ -315,7 +318,7 @@ def _store(fx, op, ptr, val, mask=None):
         return accs
 
     accs = fx.for_each(shape, body, check.init())
-    check.finish(accs, shape, ptr_tv, mask_tv)
+    check.finish(accs)
 
 
 # ----------------------------------------------------------------------------- atomics
@@ -419,7 +422,7 @@ def _atomic(fx, op, kind: str, ptr, val, mask, cmp=None):
         return accs
 
     accs = fx.for_each(shape, body, check.init())
-    check.finish(accs, shape, ptr_tv, mask_tv)
+    check.finish(accs)
     return out if out is not None else scalar[0]
 
 

@@ -63,12 +63,15 @@ def _table(rows: list[dict]) -> str:
 
 def _totals(rows: list[dict]) -> str:
     wall = sum(r["wall_s"] for r in rows)
-    launch = sum(r["launch_s"] for r in rows)
+    done = [r for r in rows if r["harness_s"] is not None]  # items whose launch completed
+    launch = sum(r["launch_s"] for r in done)
+    harness = sum(r["harness_s"] for r in done)
     by: dict[str, int] = {}
     for r in rows:
         by[str(r["status"])] = by.get(str(r["status"]), 0) + 1
     return (f"{len(rows)} item(s): " + ", ".join(f"{k} {v}" for k, v in sorted(by.items()))
-            + f"; wall {wall:.1f} s, launch {launch:.1f} s, harness {wall - launch:.1f} s")
+            + f"; wall {wall:.1f} s; over the {len(done)} whose launch completed: launch {launch:.1f} s, "
+              f"harness {harness:.1f} s; the others (timeouts, crashes, errors) {wall - launch - harness:.1f} s")
 
 
 def run(items: list[str], backend: str, timeout: float) -> list[dict]:

@@ -180,9 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     ceil = json.loads(args.calibrate.read_text()).get("ceilings", {})
     start = Efficiencies()
     if ceil.get("empty_launch_day0_us"):
-        start = replace(start, launch_floor_s=ceil["empty_launch_day0_us"] * 1e-6,
-                        launch_reference_s=cal_device.launch_overhead_s)
-    print(f"launch floor {start.launch_floor_s * 1e6:.2f} us (an empty launch measured on the {args.calibrate_device})")
+        start = replace(start, launch_floor_s=ceil["empty_launch_day0_us"] * 1e-6)
+    # fixed per-launch costs (the floor, the host's) scale from the calibration GPU's host to another
+    # device's by an empty launch measured on each (the device models' measured launch overhead)
+    start = replace(start, launch_reference_s=cal_device.host_launch_s)
+    print(f"launch floor {start.launch_floor_s * 1e6:.2f} us (an empty launch measured on the {args.calibrate_device}); "
+          f"host figures: an empty launch takes {cal_device.host_launch_s * 1e6:.2f} us on its host, "
+          f"{hold_device.host_launch_s * 1e6:.2f} us on the {args.holdout_device}'s")
     t0 = time.monotonic()
     eff = fit(fit_rows, start=start, fixed=("launch_floor_s",))
     in_sample = errors(fit_rows, eff)
@@ -222,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         ran = sorted({f"{r['kernel']}/{r['case']}" for r in held if not r["fits"]})
         print(f"  measured calls predicted not to fit {args.holdout_device}: {ran or 'none'}")
         result["holdout"] = {"file": str(args.holdout), "device": args.holdout_device, "rows": len(hold_rows),
+                             "taken_from_holdout_machine": {
+                                 "empty_launch_us": hold_device.host_launch_s * 1e6,
+                                 "what": "an empty Triton launch through the backend, measured on the held-out "
+                                         "GPU's host (its measurement header, kept in its device model): host "
+                                         "costs and the launch floor scale by it; nothing else from that machine"},
                              "kernels": len({r.key[0] for r in hold_rows}), "not_simulated": hold_skipped,
                              "ran_but_predicted_not_to_fit": ran,
                              "summary": summarize(held), "summary_device_bound": summarize(device),

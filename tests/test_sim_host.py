@@ -33,7 +33,8 @@ def threshold_search(keys_ptr, bounds_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr, a)
 
 
-EFF = Efficiencies(launch_floor_s=2e-6, host_launch_s=1e-6, host_query_s=8e-4, host_target_s=6e-5)
+EFF = Efficiencies(launch_floor_s=2e-6, host_launch_s=1e-6, host_query_s=8e-4, host_target_s=6e-5,
+                   launch_reference_s=load("nvidia_h100").host_launch_s)
 
 
 def test_host_work_counts_the_wrappers_questions_to_the_driver():
@@ -144,7 +145,7 @@ def test_a_launch_alone_runs_no_pytorch_work_and_the_wrappers_work_adds_device_a
     assert counter.work().ops == 0
 
     h100 = load("nvidia_h100")
-    eff = Efficiencies(launch_floor_s=2e-6, launch_reference_s=h100.launch_overhead_s, host_launch_s=1e-6,
+    eff = Efficiencies(launch_floor_s=2e-6, launch_reference_s=h100.host_launch_s, host_launch_s=1e-6,
                        torch_kernel_s=1.5e-6, host_torch_op_s=4e-6, host_copy_s=2e-5)
     launches = _one_small_launch()
     base = predict(launches, h100, eff)
@@ -156,3 +157,25 @@ def test_a_launch_alone_runs_no_pytorch_work_and_the_wrappers_work_adds_device_a
     assert more.terms["torch"] == pytest.approx(device_s - base.time_s)
     assert more.terms["host"] == pytest.approx(host_s)
     assert more.time_s == pytest.approx(max(device_s, host_s))
+
+
+def test_host_costs_and_the_launch_floor_follow_the_hosts_measured_empty_launch():
+    """Host work learned on one GPU's host takes as much longer or shorter on another device's host
+    as an empty launch measured there does; the device terms do not move with it."""
+    h100, h200 = load("nvidia_h100"), load("nvidia_h200")
+    assert h100.host_launch_s == pytest.approx(4.35e-6) and h200.host_launch_s == pytest.approx(3.87e-6)
+    eff = Efficiencies(launch_floor_s=4e-6, launch_reference_s=4.35e-6, host_launch_s=8e-6, host_query_s=1e-3,
+                       host_target_s=1.5e-4, host_torch_op_s=5e-5, host_copy_s=4e-5, torch_kernel_s=2e-6)
+    launches = _one_small_launch()
+    launches.host = HostWork(launches=2, property_queries=1, target_queries=1, torch_ops=4, torch_kernels=3,
+                             torch_bytes=0, torch_copies=1)
+    # by hand, on the H100's host: 2 launches, a property and a target query, 2 kernels, a copy
+    on_h100 = 2 * 8e-6 + 1e-3 + 1.5e-4 + 2 * 5e-5 + 4e-5
+    p100, p200 = predict(launches, h100, eff), predict(launches, h200, eff)
+    assert p100.bound == p200.bound == "host"
+    assert p100.time_s == pytest.approx(on_h100)
+    assert p200.time_s == pytest.approx(on_h100 * 3.87 / 4.35)
+    # the launch floor scales the same way; the PyTorch kernels' fixed device time too
+    bare = _one_small_launch()
+    t100, t200 = predict(bare, h100, eff).terms, predict(bare, h200, eff).terms
+    assert t100["host"] == pytest.approx(8e-6) and t200["host"] == pytest.approx(8e-6 * 3.87 / 4.35)

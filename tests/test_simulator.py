@@ -42,7 +42,8 @@ def _counts(launch_fn):
 #: efficiencies fixed here, so that expected times do not move with the learned ones
 EFF = Efficiencies(dram={"contiguous": 0.8, "strided": 0.4, "indirect": 0.5, "scalar": 0.5},
                    matrix={"8": 0.6, "16": 0.7, "32": 0.5, "64": 0.5, "sync_on_async": 0.5},
-                   vector=0.5, special=0.5, dram_latency_s=7e-7, launch_floor_s=2e-6)
+                   vector=0.5, special=0.5, dram_latency_s=7e-7, launch_floor_s=2e-6,
+                   launch_reference_s=load("nvidia_h100").host_launch_s)
 
 
 def test_counts_of_a_vector_add():
@@ -151,6 +152,61 @@ def test_loop_bounds_read_from_memory_and_averaged_over_programs():
     # programs run 2, 4, 6 and 8 iterations of a 128-byte load: 5 on average
     assert c.bytes_loaded == pytest.approx(5 * 32 * 4 + 4)  # plus the 4-byte length itself
     assert not c.estimated
+
+
+@triton.jit
+def varlen_blocks(x_ptr, lens_ptr, out_ptr, BM: tl.constexpr, BLOCK: tl.constexpr):
+    """Grid (sequence, head, block of rows): a block past its sequence's end returns at once, the
+    others loop over the whole sequence (every head alike)."""
+    seq, head, blk = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    n = tl.load(lens_ptr + seq)
+    if blk * BM >= n:
+        return
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for i in range(0, n):
+        acc += tl.load(x_ptr + i * BLOCK + tl.arange(0, BLOCK))
+    tl.store(out_ptr + (seq * 16 + head) * BLOCK + tl.arange(0, BLOCK), acc)
+
+
+def test_programs_that_differ_along_some_axes_are_averaged_over_those_axes_whole():
+    # 32 sequences, two of them long: a few evenly spaced programs of the 4096 would miss them
+    g = torch.Generator().manual_seed(7)
+    lens = torch.randint(1, 4, (32,), generator=g, dtype=torch.int32)
+    lens[5], lens[23] = 200, 90
+    BM, BLOCK, blocks = 32, 16, 8
+    x = torch.randn(256 * BLOCK, generator=g)
+    out = torch.full((32 * 16 * BLOCK,), float("nan"))
+    c = _counts(lambda: varlen_blocks[(32, 16, blocks)](x, lens, out, BM=BM, BLOCK=BLOCK))
+    # by hand: a program loads its length (4 bytes); one whose block starts inside its sequence
+    # also loads n tiles of BLOCK floats and stores one tile
+    loaded = stored = 0.0
+    for n in lens.tolist():
+        live = sum(1 for b in range(blocks) if b * BM < n)
+        loaded += blocks * 4 + live * n * BLOCK * 4
+        stored += live * BLOCK * 4
+    assert c.bytes_loaded == pytest.approx(loaded / (32 * blocks), rel=1e-9)
+    assert c.bytes_stored == pytest.approx(stored / (32 * blocks), rel=1e-9)
+
+
+def test_a_grid_of_alike_programs_is_walked_a_few_times():
+    from sdk.simulator.analysis import LaunchCounts, sample_grid
+    walked = []
+
+    def walk(pid):
+        walked.append(pid)
+        c = LaunchCounts("k", (4096, 64, 1))
+        c.bytes_loaded = 1024.0
+        return c
+    runs = sample_grid(walk, (4096, 64, 1), samples=32, budget=512)
+    assert len(runs) == 1 and runs[0].bytes_loaded == 1024.0
+    assert len(walked) <= 2 * 7 * 2  # two starting programs, at most seven ids on each of two axes
+
+    def tail(pid):  # the last block along axis 0 is masked short
+        c = LaunchCounts("k", (100, 3, 1))
+        c.bytes_loaded = 10.0 if pid[0] == 99 else 40.0
+        return c
+    runs = sample_grid(tail, (100, 3, 1), samples=32, budget=512)
+    assert sum(r.bytes_loaded for r in runs) / len(runs) == pytest.approx((99 * 40 + 10) / 100)
 
 
 # ---- on-chip staging against real compiles -----------------------------------------------------

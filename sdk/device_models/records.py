@@ -246,6 +246,14 @@ class DeviceModel:
         return self.launch.overhead_us.value * 1e-6
 
     @property
+    def host_launch_s(self) -> float:
+        """An empty launch as measured on the host and runtime that drive the device, where the
+        model keeps one (a property of that host, its CPU and driver, as much as of the device);
+        else the launch overhead figure."""
+        o = self.launch.overhead_us
+        return (o.measured.value if o.measured is not None else o.value) * 1e-6
+
+    @property
     def warp_size(self) -> int | None:
         return self.triton.warp_size.value if self.triton and self.triton.warp_size else None
 

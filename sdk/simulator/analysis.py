@@ -136,16 +136,15 @@ def _bytes(t: Type) -> int:
 
 
 def analyse(module: Module, grid: tuple[int, int, int], args: list[Any], samples: int = 32,
-            unwritten: list[tuple[int, int]] = (), num_warps: int = 0, num_stages: int = 0) -> LaunchCounts:
-    """Counts of one launch: per-program figures are the mean over up to `samples` programs spread
-    evenly over the grid (program ids enter loop bounds: causal attention, varlen sequences).
-    `unwritten`: (address, bytes) ranges whose contents are not real data (outputs of earlier
-    launches that a capture did not run); scalars there are not read."""
+            unwritten: list[tuple[int, int]] = (), num_warps: int = 0, num_stages: int = 0,
+            budget: int = 512) -> LaunchCounts:
+    """Counts of one launch: per-program figures are the mean over the programs of the grid
+    (program ids enter loop bounds: causal attention, varlen sequences), taken over the axes along
+    which programs differ (sample_grid: every program of those axes up to `budget`, else a
+    stratified sample of that many). `unwritten`: (address, bytes) ranges whose contents are not
+    real data (outputs of earlier launches that a capture did not run); scalars there are not read."""
     func = module.entry
-    total = math.prod(grid) or 1
-    n = min(samples, total)
-    picks = sorted({round(k * (total - 1) / max(n - 1, 1)) for k in range(n)})
-    runs = [_analyse_program(module, grid, args, _pid_of(p, grid), unwritten) for p in picks]
+    runs = sample_grid(lambda pid: _analyse_program(module, grid, args, pid, unwritten), grid, samples, budget)
     counts = runs[0]
     if len(runs) > 1:
         n = len(runs)
@@ -180,6 +179,57 @@ def analyse(module: Module, grid: tuple[int, int, int], args: list[Any], samples
     return counts
 
 
+def _signature(c: LaunchCounts) -> tuple:
+    """What a program does, to tell programs apart: bytes, work, loop trips, load rounds."""
+    def r(x: float) -> float:
+        return round(x, 6)
+    return (r(c.bytes_loaded), r(c.bytes_stored), tuple(sorted((k, r(v)) for k, v in c.flops.items())),
+            r(c.load_rounds), r(c.reductions), tuple(r(lp.iterations) for lp in c.loops.values()),
+            tuple(sorted((k, r(v)) for k, v in c.loaded_by_arg.items())))
+
+
+def _probe_values(size: int) -> list[int]:
+    return sorted({0, 1, size // 3, size // 2, (2 * size) // 3, size - 2, size - 1} & set(range(size)))
+
+
+def sample_grid(walk, grid: tuple[int, int, int], samples: int = 32, budget: int = 512) -> list:
+    """`walk(pid)` for programs standing for the whole grid. Every program of a grid of at most
+    `samples`. Otherwise the axes along which programs differ are found first: on each axis a few
+    ids (both ends, thirds, the middle) are walked from two starting programs, and an axis whose
+    programs all do the same (bytes, work, loop trips) is held at one id. The axes that differ are
+    then walked whole where they hold at most `budget` programs together, else a stratified sample
+    of `budget` of them (sample_programs). A grid whose programs all do the same costs a few walks;
+    a varlen or causal grid is covered along its sequence and block axes, not guessed from a few
+    linear positions that may miss the sequences doing most of the work."""
+    total = math.prod(grid) or 1
+    if total <= samples:
+        return [walk(_pid_of(p, grid)) for p in range(total)]
+    memo: dict = {}
+
+    def run(pid):
+        if pid not in memo:
+            memo[pid] = walk(pid)
+        return memo[pid]
+    lattice = sample_programs(grid, samples)
+    bases = [lattice[0], lattice[len(lattice) // 2]]
+    differs = []
+    for axis, size in enumerate(grid):
+        if size <= 1:
+            continue
+        for base in bases:
+            if len({_signature(run(tuple(v if i == axis else b for i, b in enumerate(base))))
+                    for v in _probe_values(size)}) > 1:
+                differs.append(axis)
+                break
+    if not differs:
+        return [run(bases[0])]
+    sub = tuple(grid[a] if a in differs else 1 for a in range(3))
+    fixed = bases[0]
+    n_sub = math.prod(sub)
+    picks = [_pid_of(p, sub) for p in range(n_sub)] if n_sub <= budget else sample_programs(sub, budget)
+    return [run(tuple(p[a] if a in differs else fixed[a] for a in range(3))) for p in picks]
+
+
 def _mean_sites(per_run: list[dict], fields: tuple[str, ...]) -> dict:
     """Sites (dots, loops) of several sampled programs: each numeric field averaged over the runs
     (a site a program never reached counts zero there)."""
@@ -198,6 +248,35 @@ def _mean_sites(per_run: list[dict], fields: tuple[str, ...]) -> dict:
 
 def _pid_of(linear: int, grid: tuple[int, int, int]) -> tuple[int, int, int]:
     return (linear % grid[0], (linear // grid[0]) % grid[1], linear // (grid[0] * grid[1]))
+
+
+#: generators of the rank-1 lattice that spreads sampled programs over a grid's second and third
+#: axes (Korobov's choice for three dimensions: successive powers of one number, taken mod n)
+_LATTICE_BASE = 7
+
+
+def sample_programs(grid: tuple[int, int, int], samples: int) -> list[tuple[int, int, int]]:
+    """Up to `samples` program ids standing for the whole grid: every program where the grid has no
+    more; else a stratified sample: along each axis the ids are spread evenly (every value of an
+    axis shorter than the sample taken about equally often), and a rank-1 lattice pairs them so
+    that the combinations cover the grid too. Programs differ along whichever axis indexes a
+    sequence or a block of a causal mask; an axis sampled at a few evenly spaced linear positions
+    can miss the few sequences that do most of the work."""
+    total = math.prod(grid) or 1
+    if total <= samples:
+        return [_pid_of(p, grid) for p in range(total)]
+    n = max(samples, 1)
+    g = 1
+    for cand in (_LATTICE_BASE, 5, 3, 11, 13):  # a generator coprime with n keeps each axis stratified
+        if math.gcd(cand, n) == 1:
+            g = cand
+            break
+    gens = (1, g % n or 1, (g * g) % n or 1)
+    picks = []
+    for k in range(n):
+        pid = tuple(min(size - 1, int(((k * a) % n + 0.5) * size / n)) for a, size in zip(gens, grid))
+        picks.append(pid)
+    return sorted(set(picks))
 
 
 def _analyse_program(module: Module, grid: tuple[int, int, int], args: list[Any],

@@ -120,7 +120,7 @@ def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies
     host = getattr(launches, "host", None)
     torch_s = torch_device_time(host, device, eff)
     device_s = sum(p.time_s for p in parts) + torch_s
-    host_s = host_time(host, len(parts), eff)
+    host_s = host_time(host, len(parts), eff) * host_scale(device, eff)
     terms["torch"] = torch_s
     terms["host"] = host_s
     bound = "host" if host_s > device_s else "torch" if torch_s > max(p.time_s for p in parts) \
@@ -135,8 +135,16 @@ def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies
         terms=terms)
 
 
+def host_scale(device: DeviceModel, eff: Efficiencies) -> float:
+    """How much longer fixed per-launch costs take on the host that drives `device` than on the
+    calibration GPU's host: the ratio of an empty launch measured on each (DeviceModel.host_launch_s
+    against `launch_reference_s`). The host costs (host_*), the launch floor and a PyTorch kernel's
+    fixed device time scale by it: they are the host's and the runtime's, not the datasheet's."""
+    return device.host_launch_s / eff.launch_reference_s if eff.launch_reference_s else 1.0
+
+
 def host_time(host, launches: int, eff: Efficiencies) -> float:
-    """Host seconds of one call: each launch's argument binding and driver call, each question
+    """Host seconds of one call on the calibration GPU's host (predict scales them by host_scale): each launch's argument binding and driver call, each question
     the launch wrapper asks the driver, each copy between host and device (a pageable copy waits
     for the host) and each other PyTorch kernel it launches (`host`: sdk.simulator.run.HostWork;
     without it, launches only). A copy from the host is also one of the counted kernels, a value
@@ -159,7 +167,7 @@ def torch_device_time(host, device: DeviceModel, eff: Efficiencies) -> float:
     kernels = getattr(host, "torch_kernels", 0) if host is not None else 0
     if not kernels:
         return 0.0
-    scale = device.launch_overhead_s / eff.launch_reference_s if eff.launch_reference_s else 1.0
+    scale = host_scale(device, eff)
     nbytes = getattr(host, "torch_bytes", 0)
     return kernels * eff.torch_kernel_s * scale + nbytes / (device.dram_bytes_per_s * eff.dram.get("contiguous", 0.85))
 

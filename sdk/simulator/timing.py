@@ -22,7 +22,8 @@ memory and registers one program needs):
   computed (a chain of small dots) and of each reduction or scan across its lanes; plus a fixed
   cost per program; the programs a unit holds at once overlap, so per wave.
 - the launch floor: fixed cost per launch (launch, first wave ramp, last wave drain), learned on
-  the calibration GPU and scaled by the device model's launch overhead against that GPU's.
+  the calibration GPU and scaled by an empty launch measured on the device's host against one
+  measured on that GPU's (DeviceModel.host_launch_s; the launch overhead where none was measured).
 time = floor + max(memory, matrix + vector, serial); within a program the vector work between dots
 (attention's softmax) does not overlap them.
 
@@ -30,8 +31,8 @@ A call (sdk.simulator.model.predict) is its launches one after another, plus the
 wrapper runs (each a fixed cost and its bytes at the contiguous DRAM efficiency), or its host work
 where that takes longer: the device idles while the host binds each launch's arguments and answers the launch
 wrapper's questions to the driver (device properties, the target's compiler options), each at a
-learned cost (`host_*`), measured on the calibration GPU's host; host code is the same on any device.
-"""
+learned cost (`host_*`) on the calibration GPU's host; the same host code takes longer or shorter on
+another host as an empty launch does there (sdk.simulator.model.host_scale)."""
 from __future__ import annotations
 
 import math
@@ -63,7 +64,7 @@ class Efficiencies:
     dot_latency_s: float = 2e-7       # a dot waiting on a value the program just computed
     reduce_latency_s: float = 1e-7    # a reduction or scan across the lanes of a program
     launch_floor_s: float = 3e-6     # per launch on the calibration device ...
-    launch_reference_s: float = 5e-6  # ... whose device model gives this launch overhead
+    launch_reference_s: float = 5e-6  # an empty launch on the calibration GPU's host (fixed costs scale by it)
     host_launch_s: float = 5e-6       # host work of one Triton launch (argument binding, the driver call)
     host_query_s: float = 5e-4        # a launch wrapper asking the driver for device properties
     host_target_s: float = 5e-5       # a launch wrapper asking for the target and its compiler options
@@ -228,7 +229,7 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     bound = ("memory" if body == t_mem else "latency" if body == t_lat
              else ("matrix" if t_mx >= t_vec + t_sp else "vector"))
     # the learned floor, scaled by the device's launch overhead against the calibration device's
-    floor = eff.launch_floor_s * (device.launch_overhead_s / eff.launch_reference_s if eff.launch_reference_s else 1.0)
+    floor = eff.launch_floor_s * (device.host_launch_s / eff.launch_reference_s if eff.launch_reference_s else 1.0)
     if floor > body:
         bound = "launch"
     return LaunchTime(floor + body, bound, terms, dram, l2_hit, padded_total, R, smem, sorted(set(notes)))

@@ -114,15 +114,53 @@ def test_fit_checks_name_the_reason():
 def test_cli_writes_json_and_refuses_to_overwrite(tmp_path):
     out = tmp_path / "sim.json"
     cmd = [sys.executable, "-m", "sdk.cli", "simulate", "--device", "generic_npu,nvidia_h100",
-           "--kernels", "rmsnorm", "--out", str(out)]
+           "--kernels", "rmsnorm", "--out", str(out), "--cache-dir", str(tmp_path / "cache")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+    assert "0 from the cache" in proc.stderr
     data = json.loads(out.read_text())
     entry = data["by_device"]["generic_npu"]["kernels"]["rmsnorm"]
     assert entry["time_s"] > 0 and entry["fits"] in (True, False)
     assert {r["device"] for r in data["cases"]} == {"generic_npu", "nvidia_h100"}
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "--force" in again.stderr
+    warm = subprocess.run(cmd + ["--force"], capture_output=True, text=True, timeout=300)
+    assert warm.returncode == 0 and " 0 captured" in warm.stderr, warm.stderr
+    assert json.loads(out.read_text())["cases"] == data["cases"]
+    bad = subprocess.run(cmd[:-2] + ["--cache-dir", str(out), "--force"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "not a directory" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_captured_calls_are_kept_between_runs_and_captured_again_when_what_decides_them_changes(tmp_path):
+    from sdk.conformance.spec import registered
+    from sdk.simulator import simulate_suite
+    from sdk.simulator.cache import CaptureCache, item_key
+    from sdk.simulator.onchip import target_profile
+    spec = registered()["silu_and_mul"]
+    h100 = load("nvidia_h100")
+    cold = CaptureCache(tmp_path)
+    first = simulate_suite([spec], [h100], cache=cold)
+    n = len(first["cases"])
+    assert n and cold.misses == n and cold.hits == 0
+    warm = CaptureCache(tmp_path)
+    second = simulate_suite([spec], [h100], cache=warm)
+    assert warm.hits == n and warm.misses == 0
+    assert second["cases"] == first["cases"]
+    # the key follows the case's parameters, the dtype and the target profile the wrapper sees
+    case = next(c for c in spec.cases if c.quick)
+    prof = target_profile(h100)
+    base = item_key(spec, case, spec.dtypes[0], prof)
+    import dataclasses
+    moved = dataclasses.replace(case, params={**case.params, "extra": 1})
+    assert item_key(spec, moved, spec.dtypes[0], prof) != base
+    assert item_key(spec, case, spec.dtypes[-1], prof) != base or len(spec.dtypes) == 1
+    assert item_key(spec, case, spec.dtypes[0], target_profile(load("amd_mi300x"))) != base
+    # an unreadable entry is captured again and replaced
+    path = next(tmp_path.rglob("*.pkl"))
+    path.write_bytes(b"not a pickle")
+    again = CaptureCache(tmp_path)
+    third = simulate_suite([spec], [h100], cache=again)
+    assert again.misses == 1 and again.hits == n - 1 and third["cases"] == first["cases"]
 
 
 def test_a_gpu_program_may_keep_tiles_in_registers():
@@ -315,6 +353,40 @@ def test_small_grids_leave_units_idle():
     one = launch_time(_counts(lambda: K.small_dot[(1,)](x, x, torch.empty(64 * 64), M=64, N=64, K=64)), h100, EFF)
     many = launch_time(_counts(lambda: K.small_dot[(132,)](x, x, torch.empty(64 * 64), M=64, N=64, K=64)), h100, EFF)
     assert many.terms["matrix"] == pytest.approx(one.terms["matrix"])
+
+
+@triton.jit
+def dot_then_exp(a_ptr, b_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    s = tl.dot(tl.load(a_ptr + rm[:, None] * K + rk[None, :]), tl.load(b_ptr + rk[:, None] * N + rn[None, :]))
+    tl.store(out_ptr + rm[:, None] * N + rn[None, :], tl.exp(s))
+
+
+@triton.jit
+def exp_only(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.exp(tl.load(x_ptr + offs)))
+
+
+def test_vector_work_between_dots_runs_at_its_own_fraction_of_the_rate():
+    from dataclasses import replace
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(64 * 32, generator=g, dtype=torch.float16), torch.randn(32 * 64, generator=g, dtype=torch.float16)
+    x = torch.randn(4096, generator=g)
+    h100 = load("nvidia_h100")
+    with_dot = _counts(lambda: dot_then_exp[(1,)](a, b, torch.empty(64 * 64), M=64, N=64, K=32))
+    plain = _counts(lambda: exp_only[(1,)](x, torch.empty(4096), BLOCK=4096))
+    assert with_dot.flops[("special", "fp32", "")] == 64 * 64 and plain.flops[("special", "fp32", "")] == 4096
+    half = replace(EFF, vector_between_dots=0.5)
+    # the dot kernel's 160 integer ops: its row and column offsets (64 + 64 + 32)
+    assert with_dot.flops[("vector", "int32", "")] == 160
+    # one program on one of the 132 SMs: 4096 exponentials at the SM's share of 4182 Gop/s and the
+    # integer ops at its share of 67 TFLOP/s, each at its efficiency (0.5), and between dots half of that
+    sm_special, sm_vector = 4182e9 / 132, 67e12 / 132
+    between = 4096 / (sm_special * 0.5) + 160 / (sm_vector * 0.5)
+    assert launch_time(with_dot, h100, half).terms["vector"] == pytest.approx(between / 0.5, rel=1e-6)
+    assert launch_time(with_dot, h100, EFF).terms["vector"] == pytest.approx(between, rel=1e-6)
+    assert launch_time(plain, h100, half).terms["vector"] == pytest.approx(4096 / (sm_special * 0.5), rel=1e-6)
 
 
 def test_calibration_recovers_the_efficiencies_behind_the_measurements():

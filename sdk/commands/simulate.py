@@ -25,6 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--full", action="store_true", help="full (realistic) shapes instead of quick ones")
     p.add_argument("--out", type=Path, help="write JSON here (refuses to overwrite without --force)")
     p.add_argument("--force", action="store_true", help="overwrite --out")
+    p.add_argument("--cache-dir", type=Path, metavar="DIR",
+                   help="where captured calls are kept between runs (default: $DAY0_SIM_CACHE, else "
+                        "$XDG_CACHE_HOME/day0/sim or ~/.cache/day0/sim)")
+    p.add_argument("--no-cache", action="store_true", help="capture every call again and keep nothing")
     p.add_argument("--efficiencies", type=Path, metavar="JSON",
                    help="learned efficiencies to use instead of the shipped ones (sdk/simulator/efficiencies.json)")
     p.set_defaults(func=run)
@@ -63,12 +67,20 @@ def run(args: argparse.Namespace) -> int:
     from ..simulator import simulate_suite
     from ..simulator.run import _cases
     total = sum(len(_cases(s, args.full)) * len(s.dtypes) for s in specs)
+    cache = None
+    if not args.no_cache:
+        from ..simulator.cache import CaptureCache
+        if args.cache_dir is not None and args.cache_dir.exists() and not args.cache_dir.is_dir():
+            raise Day0Error(f"{args.cache_dir}: not a directory (--cache-dir takes one)")
+        cache = CaptureCache(args.cache_dir)
     progress = _Progress(total)
     try:
-        result = simulate_suite(specs, devices, full=args.full, progress=progress, efficiencies=eff)
+        result = simulate_suite(specs, devices, full=args.full, progress=progress, efficiencies=eff, cache=cache)
     finally:
         progress.close()
     _print_table(result)
+    if cache is not None:
+        print(f"captures: {cache.hits} from the cache, {cache.misses} captured ({cache.dir})", file=sys.stderr)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         from ..fileio import atomic_write_text, json_text

@@ -157,11 +157,12 @@ def capture_case(spec: KernelSpec, case, dtype: str, fp8: tuple[str, ...] | None
 
 
 def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full: bool = False,
-                   progress: Callable[[str], None] | None = None, efficiencies=None) -> dict:
+                   progress: Callable[[str], None] | None = None, efficiencies=None, cache=None) -> dict:
     """{"devices": [...], "cases": [...], "by_device": {device: {"device": d, "kernels": {...}}}}.
     `by_device[d]` is the per-kernel summary the coverage report reads (`day0 report --sim`): the
     slowest case's time, whether every case fits, and the verdict per dtype (`fits_by_dtype`), so
-    that one dtype a device lacks does not hide the others that run."""
+    that one dtype a device lacks does not hide the others that run. `cache`: a
+    sdk.simulator.cache.CaptureCache that keeps each captured call between runs."""
     from .model import load_efficiencies
     from .onchip import shared_bytes, staging_for, target_profile
     eff = efficiencies or load_efficiencies()
@@ -185,14 +186,10 @@ def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full
                             for c in first for d in profiles[profile]):
                         launches = first
                     else:
-                        try:
-                            launches = capture_case(spec, case, dtype, profile[0], dict(profile[1]),
-                                                    staging_for(profiles[profile][0]))
-                        except Exception as exc:  # a wrapper that cannot run without real data
-                            last = (str(exc).strip().splitlines() or [""])[-1]
+                        launches = _captured(spec, case, dtype, profile, staging_for(profiles[profile][0]), cache)
+                        if isinstance(launches, str):  # a wrapper that cannot run without real data
                             for d in profiles[profile]:
-                                _merge(by_device[d.name]["kernels"], spec.name, None,
-                                       f"not simulated: {type(exc).__name__}: {last}", dtype)
+                                _merge(by_device[d.name]["kernels"], spec.name, None, launches, dtype)
                             continue
                         if i == 0:
                             first = launches
@@ -203,6 +200,28 @@ def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full
                         cases_out.append(row)
                         _merge(by_device[d.name]["kernels"], spec.name, p, "", dtype)
     return {"devices": [d.name for d in devices], "cases": cases_out, "by_device": by_device}
+
+
+def _captured(spec: KernelSpec, case, dtype: str, profile, staging, cache) -> "Captured | str":
+    """The call captured for a target profile (from `cache` where it holds it), or the line saying
+    why it could not be."""
+    key = None
+    if cache is not None:
+        from .cache import item_key
+        key = item_key(spec, case, dtype, profile)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit
+    try:
+        out = capture_case(spec, case, dtype, profile[0], dict(profile[1]), staging)
+    except MemoryError:
+        raise
+    except Exception as exc:
+        last = (str(exc).strip().splitlines() or [""])[-1]
+        out = f"not simulated: {type(exc).__name__}: {last}"
+    if key is not None:
+        cache.put(key, out)
+    return out
 
 
 def _uses_fp8(launches: list[LaunchCounts]) -> bool:

@@ -25,7 +25,9 @@ memory and registers one program needs):
   the calibration GPU and scaled by an empty launch measured on the device's host against one
   measured on that GPU's (DeviceModel.host_launch_s; the launch overhead where none was measured).
 time = floor + max(memory, matrix + vector, serial); within a program the vector work between dots
-(attention's softmax) does not overlap them.
+(attention's softmax) does not overlap them, and runs at a further learned fraction of the vector and
+special-function rates (`vector_between_dots`: the matrix unit waits on it, in programs holding few
+warps per unit).
 
 A call (sdk.simulator.model.predict) is its launches one after another, plus the PyTorch kernels its
 wrapper runs (each a fixed cost and its bytes at the contiguous DRAM efficiency), or its host work
@@ -59,6 +61,7 @@ class Efficiencies:
     vector: float = 0.5
     special: float = 0.5
     dram_latency_s: float = 8e-7
+    vector_between_dots: float = 1.0  # the vector and special rates' further fraction between dots
     warp_ipc: float = 0.5            # vector instructions a warp issues per clock on its serial path
     program_overhead_s: float = 2e-7  # a program's start and end on a unit
     dot_latency_s: float = 2e-7       # a dot waiting on a value the program just computed
@@ -197,12 +200,15 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
                 t_mx += per_unit * v / (rate * eff.matrix.get(_bits(operand), 0.7) / U)
                 padded_total += v * P
     t_vec = t_sp = 0.0
+    # vector work in a program that also runs dots sits between them (attention's softmax and
+    # rescaling): the matrix unit idles meanwhile, and it runs at its own learned fraction
+    between = eff.vector_between_dots if t_mx > 0 else 1.0
     for (unit, dtype, _), v in c.flops.items():
         if unit == "vector":
-            t_vec += per_unit * v / (vector_rate(device, dtype) * eff.vector / U)
+            t_vec += per_unit * v / (vector_rate(device, dtype) * eff.vector * between / U)
         elif unit == "special":
             rate = device.special_function_ops_per_s or vector_rate(device, "fp32")
-            t_sp += per_unit * v / (rate * eff.special / U)
+            t_sp += per_unit * v / (rate * eff.special * between / U)
 
     # ---- memory --------------------------------------------------------------------------------
     dram, l2_hit = _traffic(c, device, slots, l2_resident)

@@ -113,6 +113,21 @@ def capture_all(keys: list[tuple], cache_path: Path | None, device) -> dict[tupl
     return out
 
 
+def strided_rates(probe: dict, device) -> dict:
+    """Element-strided loads and stores per unit per clock from an access-pattern probe: elements
+    over time, units and clock, the mean over its element widths."""
+    out = {}
+    for kind, name in (("strided_loads_per_clock", "strided_load_only"), ("strided_stores_per_clock", "strided_store_only")):
+        rates = []
+        for r in probe["rows"]:
+            if r["kernel"] == name:
+                width = 2 if r["dtype"] in ("bfloat16", "float16") else 4
+                rates.append(r["bytes"] / width / (r["us"] * 1e-6 * device.units * device.clock_hz))
+        if rates:
+            out[kind] = statistics.fmean(rates)
+    return out
+
+
 def _rows(measured: dict, counts: dict, device, suite) -> tuple[list, list]:
     from sdk.simulator.calibrate import Row
     rows, skipped = [], []
@@ -148,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-efficiencies", type=Path, help="store the efficiencies fitted on every calibration row")
     ap.add_argument("--cache", type=Path, help="pickle of captured launches (TTIR, grids, integer arguments), reused "
                     "while the capture and the kernels are unchanged; analysed again each run")
+    ap.add_argument("--probe", type=Path, help="benchmarks/sim_probe_access.py JSON from the calibration GPU: the "
+                    "element-strided load and store rates (measured, not fitted)")
     ap.add_argument("--no-loko", action="store_true", help="skip leave-one-kernel-out")
     args = ap.parse_args(argv)
 
@@ -181,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     start = Efficiencies()
     if ceil.get("empty_launch_day0_us"):
         start = replace(start, launch_floor_s=ceil["empty_launch_day0_us"] * 1e-6)
+    fixed = ("launch_floor_s",)
+    if args.probe:
+        start = replace(start, **strided_rates(json.loads(args.probe.read_text()), cal_device))
+        print(f"element-strided accesses (measured by {args.probe}): {start.strided_loads_per_clock:.3f} loads, "
+              f"{start.strided_stores_per_clock:.3f} stores per unit per clock")
     # fixed per-launch costs (the floor, the host's) scale from the calibration GPU's host to another
     # device's by an empty launch measured on each (the device models' measured launch overhead)
     start = replace(start, launch_reference_s=cal_device.host_launch_s)
@@ -188,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
           f"host figures: an empty launch takes {cal_device.host_launch_s * 1e6:.2f} us on its host, "
           f"{hold_device.host_launch_s * 1e6:.2f} us on the {args.holdout_device}'s")
     t0 = time.monotonic()
-    eff = fit(fit_rows, start=start, fixed=("launch_floor_s",))
+    eff = fit(fit_rows, start=start, fixed=fixed)
     in_sample = errors(fit_rows, eff)
     for r in in_sample:
         r["host_bound_measured"] = (r["kernel"], r["case"], r["dtype"]) in host
@@ -213,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
             train = [r for r in fit_rows if r.key[0] != k]
             test = [r for r in fit_rows if r.key[0] == k]
             loko += errors(test, fit(train, start=eff, spans=(1.4, 1.1), passes=1,
-                                     fixed=("launch_floor_s",)))
+                                     fixed=fixed))
         result["leave_one_kernel_out"] = {"summary": summarize(loko), "rows": loko}
         _print_block(f"leave one kernel out ({args.calibrate_device}, each kernel predicted by a fit without it)",
                      result["leave_one_kernel_out"]["summary"])

@@ -389,6 +389,32 @@ def test_vector_work_between_dots_runs_at_its_own_fraction_of_the_rate():
     assert launch_time(plain, h100, half).terms["vector"] == pytest.approx(4096 / (sm_special * 0.5), rel=1e-6)
 
 
+@triton.jit
+def swap_pairs(x_ptr, HALF: tl.constexpr):
+    """Interleaved pairs (2i, 2i + 1) swapped in place through stride-2 loads and stores."""
+    r = tl.program_id(0) * 2 * HALF + 2 * tl.arange(0, HALF)
+    a = tl.load(x_ptr + r)
+    b = tl.load(x_ptr + r + 1)
+    tl.store(x_ptr + r, b)
+    tl.store(x_ptr + r + 1, a)
+
+
+def test_element_strided_accesses_cost_per_element_at_the_measured_rates():
+    from dataclasses import replace
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(264 * 2 * 512, generator=g, dtype=torch.bfloat16)
+    c = _counts(lambda: swap_pairs[(264,)](x, HALF=512))
+    assert dict(c.strided_elements) == {("load", 2): 1024, ("store", 2): 1024}
+    assert dict(_counts(lambda: vadd[(4,)](x, x, x, 4096, BLOCK=1024)).strided_elements) == {}
+    h100 = load("nvidia_h100")
+    eff = replace(EFF, strided_loads_per_clock=0.9, strided_stores_per_clock=0.25)
+    # 264 programs on 132 SMs: two each, 1024 stores apiece at a quarter of an element per clock
+    expected = 2 * 1024 / (0.25 * 1.98e9)
+    t = launch_time(c, h100, eff)
+    assert t.terms["memory"] == pytest.approx(expected, rel=1e-9) and t.bound == "memory"
+    assert launch_time(c, h100, EFF).terms["memory"] < expected / 10  # no measured rate: bytes alone
+
+
 def test_calibration_recovers_the_efficiencies_behind_the_measurements():
     """Times made by the model with known efficiencies are fitted back from the defaults."""
     from sdk.simulator.calibrate import Row, fit, loss

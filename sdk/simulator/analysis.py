@@ -85,6 +85,9 @@ class LaunchCounts:
     reduce_bytes: int = 0              # largest tensor reduced or scanned across a program
     reductions: float = 0.0            # reductions and scans a program runs (cross-lane latency each)
     reshape_bytes: int = 0             # largest tensor transposed or gathered (through shared memory)
+    #: ("load" or "store", element stride) -> elements per program accessed through pointers with no
+    #: unit-stride axis (every element its own access: interleaved pairs, a column of a row-major matrix)
+    strided_elements: dict = field(default_factory=lambda: defaultdict(float))
     addresses: dict = field(default_factory=dict)     # arg name -> (base address, bytes): reuse across launches
 
     @property
@@ -150,7 +153,7 @@ def analyse(module: Module, grid: tuple[int, int, int], args: list[Any], samples
         n = len(runs)
         counts.bytes_loaded = sum(r.bytes_loaded for r in runs) / n
         counts.bytes_stored = sum(r.bytes_stored for r in runs) / n
-        for field_name in ("flops", "loaded_by_arg", "stored_by_arg"):
+        for field_name in ("flops", "loaded_by_arg", "stored_by_arg", "strided_elements"):
             merged = defaultdict(float)
             for r in runs:
                 for key, val in getattr(r, field_name).items():
@@ -185,7 +188,8 @@ def _signature(c: LaunchCounts) -> tuple:
         return round(x, 6)
     return (r(c.bytes_loaded), r(c.bytes_stored), tuple(sorted((k, r(v)) for k, v in c.flops.items())),
             r(c.load_rounds), r(c.reductions), tuple(r(lp.iterations) for lp in c.loops.values()),
-            tuple(sorted((k, r(v)) for k, v in c.loaded_by_arg.items())))
+            tuple(sorted((k, r(v)) for k, v in c.loaded_by_arg.items())),
+            tuple(sorted((k, r(v)) for k, v in c.strided_elements.items())))
 
 
 def _probe_values(size: int) -> list[int]:
@@ -484,6 +488,8 @@ class _Walker:
         s = min(abs(strides[i]) if strides[i] != 0 else 1 for i in axes)
         width = max(1, elem.bits // 8) if isinstance(elem, ScalarType) else 4
         self.c.access["contiguous" if s <= 1 or s * width <= 4 else "strided"] += amount
+        if s > 1:  # no axis the lanes can walk one element at a time: each element is its own access
+            self.c.strided_elements[("load" if op.name in _LOADS else "store", int(s))] += amount / width
 
     def op(self, op: Op, env: dict, mult: float) -> None:
         c, n = self.c, op.name

@@ -14,7 +14,9 @@ memory and registers one program needs):
 - vector and special functions likewise, at the vector and special-function rates.
 - memory: each argument's traffic, its re-reads served by L2 while what the concurrently running
   programs touch fits in it, bytes an earlier launch of the same call wrote and L2 still holds read
-  from L2, split by access pattern (contiguous, strided, indirect) with an efficiency per pattern.
+  from L2, split by access pattern (contiguous, strided, indirect) with an efficiency per pattern;
+  at least the time its stride-2 accesses (interleaved pairs) take one element at a time, at rates
+  measured on the calibration GPU (strided_element_time).
 - a program's serial path: the longer of its rounds of dependent loads (a loop's loads issue
   together each iteration; a pipelined loop keeps num_stages - 1 iterations in flight) times the
   DRAM latency, and its compute chain: vector work at the issue rate of its own warps (a one-warp
@@ -48,6 +50,8 @@ from .onchip import Staging, dot_path, shared_bytes, staging_for, stages_of, war
 THREADS_PER_UNIT = 2048
 MAX_PROGRAMS_PER_UNIT = 32
 MIN_REGISTER_BYTES_PER_THREAD = 128   # 32 registers of 4 bytes
+#: the element stride whose loads and stores an access-pattern probe measured (interleaved pairs)
+PROBED_STRIDE = 2
 #: mma.sync's shape for 16-bit operands: what a dot too small for wgmma/tcgen05 is padded to
 MMA_SYNC_TILE = (16, 8, 16)
 
@@ -62,6 +66,9 @@ class Efficiencies:
     special: float = 0.5
     dram_latency_s: float = 8e-7
     vector_between_dots: float = 1.0  # the vector and special rates' further fraction between dots
+    # element-strided loads and stores per unit per clock, measured (0: not known, no such floor)
+    strided_loads_per_clock: float = 0.0
+    strided_stores_per_clock: float = 0.0
     warp_ipc: float = 0.5            # vector instructions a warp issues per clock on its serial path
     program_overhead_s: float = 2e-7  # a program's start and end on a unit
     dot_latency_s: float = 2e-7       # a dot waiting on a value the program just computed
@@ -218,6 +225,7 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
         if c.access else dram / (bw * eff.dram.get("contiguous", 0.85))
     if l2_hit:
         t_mem += l2_hit / (bw * 3.0)  # L2 serves a few times DRAM bandwidth
+    t_mem = max(t_mem, strided_element_time(c, device, eff, per_unit))
 
     # ---- a program's serial path ----------------------------------------------------------------
     rounds = _latency_rounds(c, stages_of(c, st))
@@ -239,6 +247,22 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     if floor > body:
         bound = "launch"
     return LaunchTime(floor + body, bound, terms, dram, l2_hit, padded_total, R, smem, sorted(set(notes)))
+
+
+def strided_element_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, per_unit: int) -> float:
+    """Seconds the element-strided accesses of a launch take at the rates an access-pattern probe
+    measured on the calibration GPU (benchmarks/sim_probe_access.py: elements per unit per clock,
+    loads and stores apart; the same for 2- and 4-byte elements there: the cost is per element, not
+    per byte): each unit works through its programs' elements; loads and stores overlap. Only the
+    stride the probe measures (PROBED_STRIDE: interleaved pairs) is charged so; other strides keep
+    the byte model. 0 where no rate is known."""
+    el = getattr(c, "strided_elements", None) or {}
+    t = 0.0
+    for kind, rate in (("load", eff.strided_loads_per_clock), ("store", eff.strided_stores_per_clock)):
+        n = el.get((kind, PROBED_STRIDE), 0.0)
+        if rate and n:
+            t = max(t, per_unit * n / (rate * device.clock_hz))
+    return t
 
 
 def _latency_rounds(c: LaunchCounts, stages: int) -> float:

@@ -157,3 +157,23 @@ def test_loop_advanced_reads_with_a_step_made_in_the_loop():
     ref, got = both(launch, {"x": x}, {"out": ((C,), torch.float32)})
     torch.testing.assert_close(got["out"], ref["out"], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got["out"], x.sum(0), rtol=1e-5, atol=1e-5)
+
+
+@triton.jit
+def strided_gather(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+    """out[i] = x[i * stride] for i < n, -5 past n (lanes whose addresses leave x are masked off)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs * stride, mask=offs < n, other=-5.0)
+    tl.store(out_ptr + offs, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_strided_reads_with_masked_lanes_bitwise(dtype):
+    n, stride, BLOCK = 45, 3, 16
+    x = torch.randn(n * stride - 2, generator=gen(6)).to(dtype)  # the last lane's element is the last of x
+
+    def launch(tier, x, out):
+        strided_gather[(4,)](x, out, n, stride, BLOCK=BLOCK, cpu_tier=tier)
+    ref, got = both(launch, {"x": x}, {"out": ((4 * BLOCK,), dtype)})
+    same_bits(ref["out"], got["out"])
+    assert torch.equal(got["out"][:n], x[::stride][:n]) and bool((got["out"][n:] == -5).all())

@@ -197,6 +197,20 @@ def _conditional(fx, cond: ir.Value | None, emit, fallback_type: ir.Type):
     return phi
 
 
+def _zeros(fx) -> ir.Value:
+    """A readable word of zeros (a constant of the module), the address a gather's masked-off
+    lanes read instead of theirs."""
+    g = fx.kc.ir.globals.get("day0_zeros")
+    if g is None:
+        ty = ir.ArrayType(I8, 16)
+        g = ir.GlobalVariable(fx.kc.ir, ty, name="day0_zeros")
+        g.global_constant = True
+        g.linkage = "internal"
+        g.initializer = ir.Constant(ty, None)
+        g.align = 16
+    return g
+
+
 # ------------------------------------------------------------------------------- loads
 def access_order(ptr_tv: TV, shape, width: int) -> list[int] | None:
     """The loop order for reading a block (dimensions, outermost first): row-major (None) unless
@@ -270,6 +284,8 @@ def _load(fx, op, ptr, mask=None, other=None):
     other_tv = None if other is None else _as_tv(other, shape, e)
     check.prepass(shape, ptr_tv, mask_tv, write=False)
     scalar_result = []
+    # lanes not at consecutive addresses along the innermost loop: a gather, not a masked load
+    gathered = bool(shape) and ptr_tv.step((order or list(range(len(shape))))[-1]) != e.width
 
     def body(idx, accs):
         b = fx.b
@@ -278,7 +294,10 @@ def _load(fx, op, ptr, mask=None, other=None):
         fill = other_tv.at(fx, idx) if other_tv is not None else ir.Constant(e.reg, None)
         go, accs = check.lane(p, live, accs)
 
-        raw = _conditional(fx, go, lambda: b.load(p, typ=e.mem), e.mem)
+        if go is not None and gathered:  # branch-free: a lane that may not read reads a zero word
+            raw = b.load(b.select(go, p, _zeros(fx)), typ=e.mem)
+        else:
+            raw = _conditional(fx, go, lambda: b.load(p, typ=e.mem), e.mem)
         v = from_mem(fx, raw, e)
         if go is not None:
             v = b.select(go, v, fill)

@@ -459,6 +459,53 @@ def test_atomics_across_programs():
         assert sorted(order.tolist()) == list(range(P)) and ticket.item() == P
 
 
+@triton.jit
+def ordered_atomics_kernel(x_ptr, f_ptr, cas_ptr, ticket_ptr, old_ptr, hist_ptr):
+    pid = tl.program_id(0)
+    for k in range(64):  # work enough that programs on two threads overlap
+        tl.atomic_add(hist_ptr + (pid * 7 + k) % 32, 1)  # commutes: no order needed
+    tl.atomic_add(f_ptr, tl.load(x_ptr + pid))  # a float sum: its bits depend on the order
+    tl.atomic_cas(cas_ptr, pid, pid + 1)  # a chain only program order completes
+    tl.store(old_ptr + pid, tl.atomic_add(ticket_ptr, 1))  # the old value: each program's turn
+
+
+@triton.jit
+def commuting_atomics_kernel(hist_ptr, x_ptr):
+    pid = tl.program_id(0)
+    tl.atomic_add(hist_ptr + pid % 32, 1)
+    tl.atomic_max(hist_ptr + 32, tl.load(x_ptr + pid))
+
+
+def test_order_dependent_atomics_apply_in_program_order(monkeypatch):
+    """Atomics whose outcome depends on the order programs apply them come out as the
+    interpreter's (program order) on every thread count; commuting ones keep running in parallel."""
+    monkeypatch.setenv("DAY0_CPU_THREADS", "4")
+    P = 400
+    x = torch.randn(P, generator=gen(50)) * torch.logspace(-6, 6, P)
+
+    def launch(tier, x, f, cas, ticket, old, hist):
+        ordered_atomics_kernel[(P,)](x, f, cas, ticket, old, hist, cpu_tier=tier)
+    zeros = {"f": torch.zeros(1), "cas": torch.zeros(1, dtype=torch.int32),
+             "ticket": torch.zeros(1, dtype=torch.int32), "hist": torch.zeros(32, dtype=torch.int32)}
+    ref, got = both(launch, {"x": x, **zeros}, {"old": ((P,), torch.int32)})
+    for k in ("f", "cas", "ticket", "old", "hist"):
+        same_bits(ref[k], got[k])
+    assert got["cas"].item() == P and torch.equal(got["old"], torch.arange(P, dtype=torch.int32))
+    slots = (torch.arange(P)[:, None] * 7 + torch.arange(64)) % 32
+    assert torch.equal(got["hist"], torch.bincount(slots.reshape(-1), minlength=32).int())
+    exact = torch.zeros((), dtype=torch.float64)
+    for v in x.double():  # float32 additions in program order
+        exact = (exact.float() + v.float()).double()
+    assert got["f"].item() == exact.item()
+    from backends.cpu_interp.compiled import emit
+    from sdk.ttir import parse
+    src = ordered_atomics_kernel.warmup(x, zeros["f"], zeros["cas"], zeros["ticket"], got["old"],
+                                        zeros["hist"], grid=(1,)).asm["ttir"]
+    assert emit(parse(src))[1]["serial"] == "tt.atomic_rmw (fadd) applied in program order"
+    src = commuting_atomics_kernel.warmup(zeros["hist"], x, grid=(1,)).asm["ttir"]
+    assert emit(parse(src))[1]["serial"] == ""
+
+
 # ------------------------------------------------------------------------------------- faults
 @triton.jit
 def oob_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -536,6 +583,70 @@ def test_raw_pointers_from_a_table_checked_like_the_interpreter():
     assert messages[0] == messages[2] and "address 0x8 through a raw pointer in program (0, 0, 0)" in messages[2]
     for m in (messages[1], messages[3]):  # against whichever tensor lies nearest (heap layout varies)
         assert m.startswith("out-of-bounds load from '") and "in program (1, 0, 0)" in m
+
+
+@triton.jit
+def table_rows_gather(tables_ptr, out_ptr, N: tl.constexpr, R: tl.constexpr):
+    rows = tl.arange(0, R)
+    srcs = tl.load(tables_ptr + rows).to(tl.pointer_type(tl.float32))  # one load's lanes, R allocations
+    x = tl.load(srcs[:, None] + tl.arange(0, N)[None, :])
+    tl.store(out_ptr + rows[:, None] * N + tl.arange(0, N)[None, :], x)
+
+
+@pytest.fixture
+def guarded_pages():
+    """Three pages of one mapping, the middle one made inaccessible (PROT_NONE): memory on either
+    side of a hole, as allocations far apart have between them. Yields (mmap, first address)."""
+    import ctypes
+    import mmap
+    if not sys.platform.startswith("linux"):
+        pytest.skip("needs /proc/self/maps and mprotect")
+    page = mmap.PAGESIZE
+    m = mmap.mmap(-1, 3 * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    assert libc.mprotect(base + page, page, 0) == 0, ctypes.get_errno()
+    try:
+        yield m, base
+    finally:
+        libc.mprotect(base + page, page, mmap.PROT_READ | mmap.PROT_WRITE)
+
+
+def test_raw_pointer_lanes_into_allocations_apart_checked_one_by_one(guarded_pages):
+    """One load whose lanes reach memory on both sides of an inaccessible page runs (each lane is
+    checked, not the span between the lowest and the highest); a lane in the hole still faults,
+    worded as the interpreter words it, naming the lowest bad address."""
+    m, base = guarded_pages
+    page, n = mmap_page(), 16
+    below = torch.frombuffer(m, dtype=torch.float32, count=n, offset=page - 4 * n)  # ends at the hole
+    above = torch.frombuffer(m, dtype=torch.float32, count=n, offset=2 * page + 8)  # past it
+    below.copy_(torch.randn(n, generator=gen(40)))
+    above.copy_(torch.randn(n, generator=gen(41)))
+    tables = torch.tensor([above.data_ptr(), below.data_ptr(), above.data_ptr(), below.data_ptr()],
+                          dtype=torch.int64)
+
+    def launch(tier, tables, out):
+        table_rows_gather[(1,)](tables, out, N=n, R=4, cpu_tier=tier)
+    ref, got = both(launch, {"tables": tables}, {"out": ((4, n), torch.float32)})
+    same_bits(ref["out"], got["out"])
+    assert torch.equal(got["out"], torch.stack([above, below, above, below]))
+    messages = []
+    hole = base + page + 64
+    for tier in ("interp", "compiled"):
+        bad = torch.tensor([above.data_ptr(), hole + 256, below.data_ptr(), hole], dtype=torch.int64)
+        with pytest.raises(KernelFault) as exc:
+            table_rows_gather[(1,)](bad, torch.empty(4 * n), N=n, R=4, cpu_tier=tier)
+        assert {t for t, _ in tiers_ran()} == {tier}
+        messages.append(str(exc.value))
+    assert messages[0] == messages[1], messages
+    assert f"load from address {hole:#x} through a raw pointer in program (0, 0, 0)" in messages[1]
+    assert "no mapped memory" in messages[1]
+
+
+def mmap_page() -> int:
+    import mmap
+    return mmap.PAGESIZE
 
 
 # ------------------------------------------------------------------------------- fallbacks

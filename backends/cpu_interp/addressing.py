@@ -13,6 +13,7 @@ are those its mask keeps, of the programs `ctx.active` keeps (see `live_lanes`).
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
 import sys
 
@@ -36,7 +37,7 @@ class AddressSpace:
         self.raw_strict = raw_strict  # raw pointers too must stay inside known tensors (extra_tensors given)
         self.unaligned = unaligned    # pointers may be re-typed: check alignment on access
         self.foreign: dict[tuple[int, int], DeviceArg] = {}  # mapped memory reached by raw pointers
-        self._maps: list[tuple[int, int, str]] | None = None
+        self._runs: dict | None = None  # accessible_runs of the OS's map, read when first needed
 
     def find(self, addr: int) -> DeviceArg | None:
         for arg in self.args:
@@ -177,41 +178,44 @@ class AddressSpace:
 
     def _map_foreign(self, ctx, op, addr, live, a: np.ndarray, width: int, what: str) -> None:
         """Make mapped memory at addresses outside every known tensor addressable, one region per
-        cluster of nearby addresses (and per alignment class); fault on unmapped ones."""
+        cluster of nearby addresses in one run of mappings (and per alignment class); fault on the
+        lowest address of a cluster that no mapping holds."""
         write = what != "load from"
         for residue in np.unique(a % max(width, 1)):
             u = np.unique(a[a % max(width, 1) == residue])
             breaks = np.nonzero(np.diff(u) > (1 << 16))[0] + 1
             for cluster in np.split(u, breaks):
                 lo, hi = int(cluster[0]), int(cluster[-1]) + width
-                if not self._mapped(lo, hi, write):
-                    bad = next(int(x) for x in cluster if not self._mapped(int(x), int(x) + width, write))
-                    lane = int(np.argmax((addr == bad) & live))
-                    per_prog = int(np.prod(addr.shape[1:], dtype=np.int64))
-                    pid = ctx.pid_of(lane // max(1, per_prog) if addr.shape[0] > 1 else 0) if ctx else (0, 0, 0)
-                    access = "writable " if write else ""
-                    raise KernelFault(
-                        f"{what} address {bad:#x} through a raw pointer in program {pid}: the address is in "
-                        f"no tensor argument and in no {access}mapped memory, at {where(op)} (tensors a "
-                        f"pointer table addresses can be registered with backends.cpu_interp.extra_tensors "
-                        f"to have their bounds checked)")
-                buf = np.ctypeslib.as_array((ctypes.c_uint8 * (hi - lo)).from_address(lo))
-                self.foreign[(lo, hi)] = DeviceArg(f"memory at {lo:#x}", lo, hi - lo, "", buf)
+                groups = [cluster]
+                if self._run(lo, hi, write) is None:  # a hole between the lanes, or a bad lane
+                    held = [self._run(int(x), int(x) + width, write) for x in cluster]
+                    if any(r is None for r in held):
+                        bad = int(cluster[[r is None for r in held].index(True)])
+                        lane = int(np.argmax((addr == bad) & live))
+                        per_prog = int(np.prod(addr.shape[1:], dtype=np.int64))
+                        pid = ctx.pid_of(lane // max(1, per_prog) if addr.shape[0] > 1 else 0) if ctx else (0, 0, 0)
+                        access = "writable " if write else ""
+                        raise KernelFault(
+                            f"{what} address {bad:#x} through a raw pointer in program {pid}: the address is in "
+                            f"no tensor argument and in no {access}mapped memory, at {where(op)} (tensors a "
+                            f"pointer table addresses can be registered with backends.cpu_interp.extra_tensors "
+                            f"to have their bounds checked)")
+                    starts = np.array([r[0] for r in held])
+                    groups = np.split(cluster, np.nonzero(np.diff(starts))[0] + 1)
+                for group in groups:
+                    lo, hi = int(group[0]), int(group[-1]) + width
+                    buf = np.ctypeslib.as_array((ctypes.c_uint8 * (hi - lo)).from_address(lo))
+                    self.foreign[(lo, hi)] = DeviceArg(f"memory at {lo:#x}", lo, hi - lo, "", buf)
 
-    def _mapped(self, lo: int, hi: int, write: bool) -> bool:
-        """Whether [lo, hi) lies in readable (and writable) mappings of this process."""
+    def _run(self, lo: int, hi: int, write: bool) -> tuple[int, int] | None:
+        """The run of readable (and writable) mappings of this process holding [lo, hi), or None."""
         for attempt in range(2):  # the second time with a fresh map (memory mapped since)
-            if self._maps is None or attempt:
-                self._maps = process_maps()
-            pos = lo
-            for start, end, perms in self._maps:
-                if start <= pos < end:
-                    if "r" not in perms or (write and "w" not in perms):
-                        break
-                    pos = end
-                    if pos >= hi:
-                        return True
-        return False
+            if self._runs is None or attempt:
+                self._runs = accessible_runs(process_maps())
+            run = run_holding(self._runs, lo, hi, write)
+            if run is not None:
+                return run
+        return None
 
     def _fault(self, ctx, op, addr, m, width, what, arg):
         live = addr if m is None else np.where(m, addr, 0)
@@ -252,6 +256,34 @@ def process_maps() -> list[tuple[int, int, str]]:
             out.append((int(start, 16), int(end, 16), perms))
     out.sort()
     return out
+
+
+def accessible_runs(maps: list[tuple[int, int, str]]) -> dict[str, tuple[list[int], list[int]]]:
+    """For "r" (readable) and "rw" (readable and writable): (starts, ends) of the runs of adjacent
+    mappings in `maps` (process_maps) that all allow it, sorted."""
+    out = {}
+    for need in ("r", "rw"):
+        starts: list[int] = []
+        ends: list[int] = []
+        for start, end, perms in maps:
+            if not all(p in perms for p in need):
+                continue
+            if ends and ends[-1] == start:
+                ends[-1] = end
+            else:
+                starts.append(start)
+                ends.append(end)
+        out[need] = (starts, ends)
+    return out
+
+
+def run_holding(runs: dict, lo: int, hi: int, write: bool) -> tuple[int, int] | None:
+    """The run of `runs` (accessible_runs) holding all of [lo, hi), or None."""
+    starts, ends = runs["rw" if write else "r"]
+    k = bisect.bisect_right(starts, lo) - 1
+    if k >= 0 and hi <= ends[k]:
+        return starts[k], ends[k]
+    return None
 
 
 def access_shape(ctx, *xs) -> tuple[int, ...]:

@@ -76,7 +76,9 @@ def emit(module: Module, bounds_check: bool = True) -> tuple[str | None, dict, s
         params = [elem_of(a.type).name for a in module.entry.args]
     except Unsupported as exc:
         return None, {}, f"not lowered by the compiled tier: {exc}"
-    return text, {"params": params, "arena": kc.arena, "emit_s": round(time.perf_counter() - t0, 4)}, ""
+    from .ops_memory import program_order
+    return text, {"params": params, "arena": kc.arena, "serial": program_order(module),
+                  "emit_s": round(time.perf_counter() - t0, 4)}, ""
 
 
 def cache_key(module: Module, bounds_check: bool = True) -> str:

@@ -53,6 +53,7 @@ class FunctionEmitter:
         self.bounds_check = kc.bounds_check
         self.destinations: dict[int, Buf] = {}  # value -> the buffer its producer should write
         self._range_cache: dict[int, tuple[ir.Value, ir.Value]] = {}
+        self._region_out: ir.Value | None = None  # 16 arena bytes the mapped-memory callback fills
 
     # ------------------------------------------------------------------------------ values
     def get(self, v) -> Any:
@@ -222,29 +223,38 @@ class FunctionEmitter:
             regions = self.b.gep(self.ranges, [const_i64(n + 3)], source_etype=I64)
         return count, regions
 
-    def raw_mapped(self, lo: ir.Value, hi: ir.Value, write: bool) -> ir.Value:
-        """Whether [lo, hi) is memory the process may access (the launcher's callback; always
-        false when tensors were registered with extra_tensors: raw pointers must stay inside
-        them)."""
+    def raw_region(self, lo: ir.Value, hi: ir.Value, write: bool) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(whether [lo, hi) is memory the process may access, first byte, end of the accessible
+        run of mappings holding it): the launcher's callback, asked only when tensors were not
+        registered with extra_tensors (then raw pointers must stay inside them: always false)."""
         b = self.b
         n = 2 * len(self.func.args)
         strict = self._ranges_word(n + 1)
         callback = b.inttoptr(self._ranges_word(n), PTR)
+        if self._region_out is None:
+            off = self.kc.reserve(16)
+            with b.goto_entry_block():
+                self._region_out = b.gep(self.scratch, [const_i64(off)], source_etype=I8)
+        out = self._region_out
         ask = self.fn.append_basic_block("ask_mapped")
         done = self.fn.append_basic_block("asked")
         pre = b.block
-        need = b.and_(b.icmp_signed("<", lo, hi), b.icmp_unsigned("==", strict, const_i64(0)))
-        b.cbranch(need, ask, done)
+        b.cbranch(b.icmp_unsigned("==", strict, const_i64(0)), ask, done)
         b.position_at_end(ask)
-        rc = self._call_ptr(callback, [lo, hi, const_i64(int(write))])
+        rc = self._call_ptr(callback, [lo, hi, const_i64(int(write)), b.ptrtoint(out, I64)])
         yes = b.icmp_unsigned("!=", rc, const_i64(0))
+        first = b.load(out, typ=I64)
+        end = b.load(b.gep(out, [const_i64(1)], source_etype=I64), typ=I64)
         asked = b.block
         b.branch(done)
         b.position_at_end(done)
-        ok = b.phi(I1)
+        ok, start, stop = b.phi(I1), b.phi(I64), b.phi(I64)
+        for phi, v in ((ok, yes), (start, first), (stop, end)):
+            phi.add_incoming(v, asked)
         ok.add_incoming(ir.Constant(I1, 0), pre)
-        ok.add_incoming(yes, asked)
-        return ok
+        start.add_incoming(ZERO, pre)
+        stop.add_incoming(ZERO, pre)
+        return ok, start, stop
 
     def _call_ptr(self, fnptr: ir.Value, args: list) -> ir.Value:
         ty = ir.FunctionType(I64, [a.type for a in args])

@@ -2,8 +2,10 @@
 into contiguous chunks run on a thread pool (every core; ctypes releases the GIL for the call),
 one scratch arena per worker, and a fault turned into the interpreter's message.
 
-When several programs fault, the one with the lowest linear id is reported (chunks start in order
-and a fault stops chunks not yet started), so the report does not depend on thread timing.
+A kernel whose atomics must apply in program order (ops_memory.program_order) runs its programs
+one after another on the calling thread, as the interpreter does. When several programs fault,
+the one with the lowest linear id is reported (chunks start in order and a fault stops chunks
+not yet started), so the report does not depend on thread timing.
 """
 from __future__ import annotations
 
@@ -60,6 +62,7 @@ class NativeKernel:
         self.meta = meta
         self.params: list[str] = meta["params"]
         self.arena = int(meta["arena"])
+        self.serial = bool(meta.get("serial"))  # programs one after another, in order (ops_memory.program_order)
         self.fn = _KERNEL(jit.load(data))
         self._ops = None
         self._origins = None  # the pointer origins (provenance.py), worked out at the first fault
@@ -71,10 +74,11 @@ class NativeKernel:
         if total == 0:
             return
         words, ranges, by_index = self._pack(args, list(extra))
+        _LAUNCHES[0] += 1
         tensors = list(by_index.values()) + list(extra)
         a_ptr, r_ptr = words.ctypes.data, ranges.ctypes.data
         n_workers = workers()
-        if total == 1 or n_workers == 1:
+        if total == 1 or n_workers == 1 or self.serial:
             fault = np.zeros(8, np.int64)
             rc = self.fn(a_ptr, r_ptr, _arena(self.arena), fault.ctypes.data, 0, total, gx, gy, gz)
             if rc:
@@ -111,7 +115,7 @@ class NativeKernel:
         words = np.zeros(max(n, 1), np.int64)
         known = [a for a in args if isinstance(a, DeviceArg)] + list(extra)
         ranges = np.zeros(2 * n + 3 + 2 * len(known), np.int64)
-        ranges[2 * n] = _MAPPED_ADDR
+        ranges[2 * n] = _REGION_ADDR
         ranges[2 * n + 1] = int(bool(extra))
         ranges[2 * n + 2] = len(known)
         for k, a in enumerate(known):
@@ -167,8 +171,8 @@ class NativeKernel:
 
 def _raw(op, lo: int, hi: int, write: bool, pid, tensors: list[DeviceArg], strict: bool) -> KernelFault:
     """The interpreter's faults for a raw pointer that left every tensor of the launch: against the
-    nearest tensor when tensors were registered with extra_tensors, else at the first address of
-    the stray span that no mapping of the process covers."""
+    nearest tensor when tensors were registered with extra_tensors, else at `lo`, the lowest
+    address of a lane that no mapping of the process covers."""
     from ..values import where
     from .types import pointee
     what = {"tt.load": "load from", "tt.store": "store to"}.get(op.name, "atomic on")
@@ -181,7 +185,7 @@ def _raw(op, lo: int, hi: int, write: bool, pid, tensors: list[DeviceArg], stric
             f"out-of-bounds {what} '{arg.name}': elements [{off // width}, {-(-(off + width) // width)}) "
             f"(bytes [{off}, {off + width})) of a {arg.nbytes // width}-element ({arg.nbytes}-byte) tensor "
             f"in program {pid}, at {where(op)}")
-    bad = first_unmapped(lo, hi, write)
+    bad = lo
     access = "writable " if write else ""
     return KernelFault(
         f"{what} address {bad:#x} through a raw pointer in program {pid}: the address is in no tensor argument "
@@ -190,42 +194,32 @@ def _raw(op, lo: int, hi: int, write: bool, pid, tensors: list[DeviceArg], stric
 
 
 # ------------------------------------------------------------------------- mapped memory
-_MAPS: list = [None]
+#: the process's accessible runs of mappings, read from the OS's map when first asked and again
+#: (at most once per launch) when it does not hold an address: {"r": (starts, ends), "rw": ...}
+_MAPS: dict = {"runs": None, "launch": -1}
+_LAUNCHES = [0]  # counted by NativeKernel.run
 
 
-def first_unmapped(lo: int, hi: int, write: bool) -> int:
-    """The first address of [lo, hi) that no (readable, and writable when `write`) mapping of this
-    process covers; lo when every byte is covered."""
-    from ..addressing import process_maps
-    pos = lo
-    for start, end, perms in process_maps():
-        if start <= pos < end and "r" in perms and (not write or "w" in perms):
-            pos = end
-            if pos >= hi:
-                return lo
-    return pos
-
-
-def _mapped(lo: int, hi: int, write: int) -> int:
-    """Whether [lo, hi) lies in mappings of this process (readable, and writable when `write`):
-    the callback raw-pointer checks call; the map is read again once when it says no."""
-    from ..addressing import process_maps
-    for attempt in range(2):
-        if _MAPS[0] is None or attempt:
-            _MAPS[0] = process_maps()
-        pos = lo
-        for start, end, perms in _MAPS[0]:
-            if start <= pos < end:
-                if "r" not in perms or (write and "w" not in perms):
-                    break
-                pos = end
-                if pos >= hi:
-                    return 1
+def _region(lo: int, hi: int, write: int, out: int) -> int:
+    """Whether [lo, hi) lies in mappings of this process (readable, and writable when `write`);
+    if so, writes the first byte and the end of the run of such mappings holding it at `out`
+    (two i64): the callback raw-pointer checks call."""
+    from ..addressing import accessible_runs, process_maps, run_holding
+    for fresh in (False, True):
+        if fresh or _MAPS["runs"] is None:
+            if fresh and _MAPS["launch"] == _LAUNCHES[0]:
+                break  # read during this launch already: memory mapped since is not the reason
+            _MAPS["runs"], _MAPS["launch"] = accessible_runs(process_maps()), _LAUNCHES[0]
+        run = run_holding(_MAPS["runs"], lo, hi, bool(write))
+        if run is not None:
+            (ctypes.c_int64 * 2).from_address(out)[:] = list(run)
+            return 1
     return 0
 
 
-_MAPPED = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)(_mapped)
-_MAPPED_ADDR = ctypes.cast(_MAPPED, ctypes.c_void_p).value
+_REGION = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                           ctypes.c_int64)(_region)
+_REGION_ADDR = ctypes.cast(_REGION, ctypes.c_void_p).value
 
 
 def _oob(op, lo_addr: int, hi_addr: int, pid, tensors: list[DeviceArg], origin) -> KernelFault:

@@ -68,32 +68,53 @@ class Check:
 
     def prepass(self, shape, ptr_tv: TV, mask_tv: TV | None, write: bool) -> None:
         """A raw pointer's access, checked before it happens, as the interpreter checks it: lanes
-        inside a tensor of the launch (arguments and `extra_tensors`) are fine; the span of the
-        others must be memory this process has mapped (the launcher's callback reads the OS's map),
-        unless tensors were registered with `extra_tensors`, which makes them faults. Called
-        before every access's loop: `finish` walks the same lanes again when the access faults."""
+        inside a tensor of the launch (arguments and `extra_tensors`) are fine; every other live
+        lane must lie in memory this process has mapped (the launcher's callback reads the OS's
+        map), unless tensors were registered with `extra_tensors`, which makes them faults. Each
+        lane is checked on its own (lanes may point into allocations far apart, with unmapped
+        memory between them); the last two accessible runs of mappings the callback named are
+        carried along, so that it is asked once per run a program's lanes reach, not per lane.
+        The lowest address that fails is the one the fault names. Called before every access's
+        loop: `finish` walks the same lanes again when the access faults."""
         self.shape, self.ptr_tv, self.mask_tv = shape, ptr_tv, mask_tv
         if not self.raw:
             return
         fx, b = self.fx, self.fx.b
         count, regions = fx.raw_regions()
+        width = ir.Constant(I64, self.width)
+
+        def holds(lo, hi, a, end):
+            return b.and_(b.icmp_unsigned(">=", a, lo), b.icmp_unsigned("<=", end, hi))
 
         def body(idx, accs):
+            bad, lo0, hi0, lo1, hi1 = accs
             a = b.ptrtoint(ptr_tv.at(fx, idx), I64)
-            live = None if mask_tv is None else mask_tv.at(fx, idx)
-            inside = _inside_any(fx, a, self.width, count, regions)
-            stray = b.xor(inside, ir.Constant(I1, 1))
-            if live is not None:
-                stray = b.and_(stray, live)
-            lo, hi = accs
-            lo = _smin(b, lo, b.select(stray, a, I64_MAX))
-            hi = _smax(b, hi, b.select(stray, b.add(a, ir.Constant(I64, self.width)), I64_MIN))
-            return [lo, hi]
-        lo, hi = fx.for_each(shape, body, [I64_MAX, I64_MIN])
-        any_stray = b.icmp_signed("<", lo, hi)
-        ok = fx.raw_mapped(lo, hi, write)
-        fx.fail_if(b.and_(any_stray, b.xor(ok, ir.Constant(I1, 1))), FAULT_RAW, self.op,
-                   lambda: [lo, hi, ir.Constant(I64, int(write))])
+            end = b.add(a, width)
+            stray = b.xor(_inside_any(fx, a, self.width, count, regions), ir.Constant(I1, 1))
+            if mask_tv is not None:
+                stray = b.and_(stray, mask_tv.at(fx, idx))
+            known = b.or_(holds(lo0, hi0, a, end), holds(lo1, hi1, a, end))
+            pre = b.block
+            ask, joined = fx.branch_new("raw_lane"), fx.branch_new("raw_lane_done")
+            b.cbranch(b.and_(stray, b.xor(known, ir.Constant(I1, 1))), ask, joined)
+            b.position_at_end(ask)
+            ok, start, stop = fx.raw_region(a, end, write)
+            asked = [_smin(b, bad, b.select(ok, I64_MAX, a)), b.select(ok, start, lo0), b.select(ok, stop, hi0),
+                     b.select(ok, lo0, lo1), b.select(ok, hi0, hi1)]
+            ask_end = b.block
+            b.branch(joined)
+            b.position_at_end(joined)
+            out = []
+            for before, after in zip(accs, asked):
+                phi = b.phi(I64)
+                phi.add_incoming(before, pre)
+                phi.add_incoming(after, ask_end)
+                out.append(phi)
+            return out
+        zero = ir.Constant(I64, 0)
+        bad = fx.for_each(shape, body, [I64_MAX, zero, zero, zero, zero])[0]
+        fx.fail_if(b.icmp_signed("!=", bad, I64_MAX), FAULT_RAW, self.op,
+                   lambda: [bad, b.add(bad, width), ir.Constant(I64, int(write))])
 
     def init(self) -> list:
         return [ir.Constant(I1, 0)] if self.on else []
@@ -455,6 +476,28 @@ def _atomic_rmw(fx, op, ptr, val, mask=None):
     if kind not in _RMW:
         raise Unsupported(f"tt.atomic_rmw {kind}")
     return _atomic(fx, op, _RMW[kind], ptr, val, mask)
+
+
+#: read-modify-writes whose final memory is the same in any order (on integers: exact; max and
+#: min of floats too), as long as no program reads the old value back
+_COMMUTING = frozenset({"add", "max", "min", "umax", "umin", "and", "or", "xor"})
+
+
+def program_order(module) -> str:
+    """Why `module`'s programs must run one after another in program order, as the interpreter
+    runs them ("" when they need not): an atomic whose outcome depends on the order programs
+    apply it (compare-and-swap, exchange, float addition, or any atomic whose old value is
+    used), which on many threads would differ from the interpreter's run to run."""
+    used = {id(v) for op in module.walk() for v in op.operands}
+    for op in module.walk():
+        if op.name not in ("tt.atomic_rmw", "tt.atomic_cas"):
+            continue
+        e = pointee(op.operands[0].type)
+        kind = "cas" if op.name == "tt.atomic_cas" else _RMW.get(
+            str(op.attrs.get("atomic_rmw_op") or op.attrs.get("keywords", ["add"])[0]).lower(), "?")
+        if kind not in _COMMUTING or (e.is_float and kind in ("add", "fadd")) or id(op.results[0]) in used:
+            return f"{op.name} ({kind}) applied in program order"
+    return ""
 
 
 @TABLE.rule("tt.atomic_cas")

@@ -675,6 +675,28 @@ def test_interpreter_checks_run_on_the_interpreter(monkeypatch):
     assert torch.equal(out[:97], x[:97])
 
 
+def test_memory_in_an_address_space_of_its_own_runs_on_the_interpreter():
+    """A backend with device memory of its own lends cpu_interp views of it under device addresses
+    that are not host addresses: native code, which reaches memory by address, must not run (it
+    crashed the process); the interpreter runs the launch, through the views, and says why."""
+    from pathlib import Path
+    from sdk.backend import registry
+    sys.path.insert(0, str(Path(__file__).parent))
+    from doubles.device_backend import DeviceHeapBackend
+    registry.register(DeviceHeapBackend)
+    try:
+        be = registry.get("device_heap")
+        with sdk.activate("device_heap"):
+            x, out = torch.randn(100, generator=gen(19)), torch.full((100,), float("nan"))
+            oob_kernel[(4,)](x, out, 97, BLOCK=32, cpu_tier="compiled")
+            be.device.synchronize()
+            ((tier, why),) = {(s["tier"], s["detail"]) for s in be.executor.take_launch_stats()}
+    finally:
+        registry.unregister("device_heap")
+    assert tier == "interp" and "in the backend's address space" in why, why
+    assert torch.equal(out[:97], x[:97]) and torch.isnan(out[97:]).all()
+
+
 def test_launch_records_say_which_tier_ran():
     x, out = torch.randn(100, generator=gen(19)), torch.full((100,), float("nan"))
     with sdk.launches.record() as rec:

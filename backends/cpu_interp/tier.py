@@ -193,7 +193,7 @@ class TieredKernel:
     def run(self, grid, args, extra=()) -> None:
         if self.native is not None:
             from .compiled import runtime_refusal
-            why = runtime_refusal()
+            why = runtime_refusal(args, extra)
             if not why:
                 self.tier, self.tier_detail = "compiled", self.compiled_detail
                 self.native.run(grid, args, list(extra))

@@ -117,11 +117,21 @@ def build(module: Module, bounds_check: bool = True) -> Built:
     return assemble(module, text, meta, bounds_check)
 
 
-def runtime_refusal() -> str:
-    """Why a compiled kernel's launch must run on the interpreter now ("" when it need not)."""
+def runtime_refusal(args=(), extra=()) -> str:
+    """Why a compiled kernel's launch must run on the interpreter now ("" when it need not): the
+    interpreter's checks asked for, or a tensor whose address is not where its bytes lie in this
+    process (a backend with an address space of its own lends cpu_interp views of its memory;
+    native code reaches memory by address, the interpreter through the views)."""
     on = [n for n in ("DAY0_CHECK_UNINIT", "DAY0_CHECK_RACES") if os.environ.get(n, "") not in ("", "0")]
     if on:
         return f"{' and '.join(on)} set: those checks run on the interpreter"
+    import numpy as np
+    from sdk.backend import DeviceArg
+    for a in list(args) + list(extra):
+        if isinstance(a, DeviceArg) and a.nbytes and not (isinstance(a.handle, np.ndarray)
+                                                          and a.handle.ctypes.data == a.address):
+            return (f"'{a.name}' is at {a.address:#x} in the backend's address space, not in this process's "
+                    f"memory: native code reaches memory by address")
     return ""
 
 

@@ -372,6 +372,8 @@ def _fmuladd(fx, a, b, c):
 @rule("tt.dot")
 def _dot(fx, op, a, b, c):
     ta, tb, tc = (v.type for v in op.operands)
+    if len(ta.shape) == 3:
+        return _dot_batched(fx, op, a, b, c)
     ea, out_e = elem_of(ta), elem_of(op.result.type)
     M, K = ta.shape
     N = tb.shape[1]
@@ -394,6 +396,36 @@ def _dot(fx, op, a, b, c):
         _dot_blocked(fx, A, B, C, out, M, N, K, vw)
         return out
     return _dot_loops(fx, A, B, C, ea, out_e, M, N, K)
+
+
+def _dot_batched(fx, op, a, b, c):
+    """A 3-D tt.dot ([Z, M, K] x [Z, K, N]): the 2-D dot of each leading index, run on views of
+    the operands' row-major buffers, written into its slice of the result."""
+    ta, tb, tc = (v.type for v in op.operands)
+    ea, out_e = elem_of(ta), elem_of(op.result.type)
+    Z, M, K = ta.shape
+    N = tb.shape[2]
+    A, B = fx.materialize(as_tv(a, ta)), fx.materialize(as_tv(b, tb))
+    C = as_tv(c, tc)
+    if not isinstance(C, Splat):
+        C = fx.materialize(C)
+    out = fx.destination(op.result) or fx.alloc((Z, M, N), out_e)
+    vw = fx.kc.vector_width
+
+    def view(buf: Buf, z, rows: int, cols: int) -> Buf:
+        at = fx.b.gep(buf.ptr, [fx.b.mul(z, const_i64(rows * cols))], source_etype=buf.elem.buf)
+        return Buf(at, (rows, cols), buf.elem)
+
+    def one(z, accs):
+        Az, Bz, dest = view(A, z, M, K), view(B, z, K, N), view(out, z, M, N)
+        Cz = Splat(C.value, (M, N), C.elem) if isinstance(C, Splat) else view(C, z, M, N)
+        if out_e.name == "f32" and ea.reg == F32 and elem_of(tb).reg == F32 and N % vw == 0:
+            _dot_blocked(fx, Az, Bz, Cz, dest, M, N, K, vw)
+        else:
+            fx.materialize(_dot_loops(fx, Az, Bz, Cz, ea, out_e, M, N, K), into=dest)
+        return accs
+    fx.loop(Z, one)
+    return out
 
 
 def _splat_vec(fx, x, vt):

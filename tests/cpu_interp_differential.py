@@ -11,6 +11,10 @@ Per launch (`shadow`): inside the context, every launch on `cpu_interp` runs on 
 interpreter, then again on the reference interpreter from the same memory; every tensor the
 launch can reach (its arguments and `extra_tensors`) must hold the same bytes after both.
 
+Both pin every launch to the interpreter (`interpreter_tier`): the tiers "auto" and "compiled" run
+the kernels the compiled tier lowers natively, and it is the batched interpreter that is compared here
+(the compiled tier is held to the interpreter by tests/test_cpu_compiled*.py).
+
 Documented exceptions: none are needed today. Reductions (tt.reduce, tt.scan) use the same order in
 both (numpy's ufunc order for a one-op combine, else the same tree of pairs), element-wise rules
 and tt.dot are one shared definition, and atomics apply lanes in program order in both. Were an op
@@ -25,13 +29,30 @@ import numpy as np
 import torch
 
 import sdk
-from backends.cpu_interp import backend as cpu_backend, interp, reference
+from backends.cpu_interp import backend as cpu_backend, interp, reference, tier as tiers
 from sdk.arguments import host_arg
 from sdk.backend import DeviceArg, TensorDescArg
 from sdk.conformance.check import case_seed, poison_
 from sdk.conformance.spec import DTYPES, KernelSpec, registered
 
 BATCHED, REFERENCE = "cpu_interp", "cpu_interp@reference"
+
+
+@contextlib.contextmanager
+def interpreter_tier():
+    """Every cpu_interp launch inside runs on the kernel's interpreter, whichever tier compiled it
+    (Triton keeps a compiled kernel for the process, whatever DAY0_CPU_TIER says later, so the
+    launch is what is pinned)."""
+    native_run = tiers.TieredKernel.run
+
+    def run(self, grid, args, extra=()):
+        self.tier, self.tier_detail = "interp", "pinned to the interpreter by the differential test"
+        self.interp().run(grid, args, extra)
+    tiers.TieredKernel.run = run
+    try:
+        yield
+    finally:
+        tiers.TieredKernel.run = native_run
 
 
 def quick_items(names: list[str] | None = None) -> list[tuple[KernelSpec, object, str]]:
@@ -62,7 +83,7 @@ def compare(spec: KernelSpec, case, dtype: str) -> list[str]:
     for backend in (BATCHED, REFERENCE):
         for k in names:
             inputs[k].copy_(start[k])
-        with sdk.activate(backend):
+        with interpreter_tier(), sdk.activate(backend):
             spec.run(inputs, case)
         after[backend] = {k: inputs[k].clone() for k in names}
     out = []
@@ -85,8 +106,7 @@ def shadow():
     batched_launch = cpu_backend.CpuInterpBackend.launch
 
     def launch(self, kernel, grid, args, stream=None):
-        batched = kernel.native is None and isinstance(kernel.interp(), interp.Program)
-        if not batched:  # the reference interpreter already, or native code
+        if not isinstance(kernel.interp(), interp.Program):  # the reference interpreter already
             return batched_launch(self, kernel, grid, args, stream)
         extra = [host_arg(t, f"extra[{k}]") for k, t in enumerate(cpu_backend._EXTRA.get())]
         tensors = [a.base if isinstance(a, TensorDescArg) else a for a in args]
@@ -107,6 +127,7 @@ def shadow():
 
     cpu_backend.CpuInterpBackend.launch = launch
     try:
-        yield found
+        with interpreter_tier():
+            yield found
     finally:
         cpu_backend.CpuInterpBackend.launch = batched_launch

@@ -1,7 +1,8 @@
 """Triton's tutorial kernels, written afresh, run on cpu_interp through `kernel[grid](...)` and
-compared to PyTorch. Inputs are seeded random; outputs are poisoned with NaN first. Every launch is
-also replayed on the reference interpreter (tests/cpu_interp_differential.py: `shadow`), which must
-leave every tensor bit for bit as the batched interpreter did."""
+compared to PyTorch, on the interpreter and on the tier "auto" (natively where the compiled tier
+lowers the kernel). Inputs are seeded random; outputs are poisoned with NaN first. Every launch on
+the interpreter is also replayed on the reference interpreter (tests/cpu_interp_differential.py:
+`shadow`), which must leave every tensor bit for bit as the batched interpreter did."""
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,15 @@ import sdk
 from cpu_interp_differential import shadow
 
 
-@pytest.fixture(autouse=True)
-def cpu_interp():
+@pytest.fixture(autouse=True, params=["interp", "auto"])
+def cpu_interp(request, monkeypatch):
+    """Each tutorial on the interpreter, replayed on the reference, and on the tier "auto" (the
+    compiled tier for what it lowers), against PyTorch both times."""
+    if request.param == "auto":
+        monkeypatch.setenv("DAY0_CPU_TIER", "auto")
+        with sdk.activate("cpu_interp"):
+            yield
+        return
     with shadow() as differences, sdk.activate("cpu_interp"):
         yield
     assert differences == [], "the batched and the reference interpreter disagree"

@@ -69,7 +69,7 @@ class CpuInterpBackend(Backend):
         if which == "reference" and options.checks:
             raise ConfigError(f"cpu_interp: the {' and '.join(options.checks)} check(s) run on the batched "
                               f"interpreter only; unset DAY0_CHECK_* or the option checks for the reference one")
-        return tiers.CpuOptions(**options.__dict__, **tiers.resolve(opts), cpu_interpreter=which)
+        return tiers.CpuOptions(**options.__dict__, **tiers.resolve(opts, which), cpu_interpreter=which)
 
     def stages(self, options: Options) -> list:
         """Triton's TTIR passes, then "llir" (the compiled tier's LLVM IR, or why the interpreter

@@ -5,9 +5,14 @@ Selection, per kernel at compile time (the tier is a compile option, so Triton c
 tier's kernels apart):
   * the option `cpu_tier` ("interp", "compiled" or "auto"): `kernel[grid](..., cpu_tier="auto")`;
   * else the environment variable DAY0_CPU_TIER;
-  * else the default, "interp".
+  * else the default, "interp" ("auto" once compiling costs less than it saves on a first run)
+except with the reference interpreter (`cpu_interp@reference`, `cpu_interpreter="reference"`),
+which is chosen to run kernels itself: there only the option `cpu_tier` changes "interp".
 "compiled" and "auto" both compile every kernel the compiled tier lowers and run the others on
-the interpreter; "compiled" also warns, once per kernel, when one falls back. Bounds checks stay
+the interpreter; "compiled" also warns, once per kernel, when one falls back. The compiled tier
+computes what the interpreter computes (bit for bit, except float sums and dots it may
+reassociate and float32 transcendental functions of its own, within a few ulp); select "interp"
+to hold kernels to the interpreter's exact roundings. Bounds checks stay
 on in compiled code unless `cpu_bounds_check=False` (or DAY0_CPU_BOUNDS_CHECK=0).
 
 Compilation is two stages after Triton's TTIR passes (the backend's `stages`): "llir", the day0 IR
@@ -44,10 +49,13 @@ class CpuOptions(Options):
     cpu_interpreter: str = "batched"  # which interpreter runs what the interpreter runs (backend.py)
 
 
-def resolve(opts: dict) -> dict:
-    """cpu_tier / cpu_bounds_check from the launch options, else the environment, validated."""
+def resolve(opts: dict, interpreter: str = "batched") -> dict:
+    """cpu_tier / cpu_bounds_check from the launch options, else the environment (not for the
+    reference interpreter, which runs kernels itself), else the default; validated."""
     tier = opts.get("cpu_tier")
     origin = "option cpu_tier"
+    if tier is None and interpreter == "reference":
+        tier = "interp"
     if tier is None:
         tier = os.environ.get("DAY0_CPU_TIER", "").strip() or DEFAULT_TIER
         origin = "DAY0_CPU_TIER"
@@ -106,7 +114,7 @@ def emit_stage(module, ctx) -> str:
     options = ctx.options
     tier = getattr(options, "cpu_tier", DEFAULT_TIER)
     if tier == "interp":
-        return f"{INTERP_NOTE}the interp tier is selected (option cpu_tier, DAY0_CPU_TIER, or the default)\n"
+        return f"{INTERP_NOTE}the interp tier is selected (option cpu_tier, DAY0_CPU_TIER, or the reference interpreter)\n"
     from . import compiled
     check = getattr(options, "cpu_bounds_check", True)
     try:

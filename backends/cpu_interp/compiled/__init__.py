@@ -16,7 +16,9 @@ vendor would read them:
 
 A kernel that needs something the tier does not lower runs on the interpreter instead, and says
 why (`refusal`); so does a launch with the interpreter's extra checks on (DAY0_CHECK_UNINIT,
-DAY0_CHECK_RACES), which only the interpreter implements.
+DAY0_CHECK_RACES), which only the interpreter implements, and one whose tensors are not at host
+addresses (`runtime_refusal`). Selected with the tier "compiled" or "auto" (tier.py);
+tests/test_cpu_compiled*.py hold it to the interpreter.
 """
 from __future__ import annotations
 

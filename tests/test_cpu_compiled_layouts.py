@@ -11,22 +11,11 @@ import torch
 import triton
 import triton.language as tl
 
-import sdk
 from sdk.backend import get_backend
 from sdk.errors import KernelFault
 
 
-@pytest.fixture(autouse=True)
-def cpu_interp(tmp_path, monkeypatch):
-    monkeypatch.setenv("DAY0_CPU_CACHE_DIR", str(tmp_path / "objects"))
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
-    with sdk.activate("cpu_interp"):
-        get_backend("cpu_interp").take_launch_stats()
-        yield
-
-
-def gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+from cpu_tier_fixtures import cpu_interp, gen  # noqa: F401  (cpu_interp: autouse)
 
 
 def tiers_ran() -> set[str]:

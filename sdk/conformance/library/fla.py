@@ -353,4 +353,7 @@ library_kernel(
            Case("heads_T512_full", {"rows": 512 * 32}, quick=False, source=SRC + "; 512 tokens x 32")),
     dtypes=DTYPES, make_inputs=_norm_inputs, run=_norm_run, reference=_norm_reference,
     outputs=("y", "dx", "dz", "dw"),
-    tolerance={"bf16": Tolerance(atol=5e-2, rtol=1.6e-2), "fp32": Tolerance(atol=1e-5, rtol=1e-5)})
+    tolerance={"bf16": Tolerance(atol=5e-2, rtol=1.6e-2), "fp32": Tolerance(atol=1e-5, rtol=1e-5)},
+    # dw sums a column over every row (16,384 at full size): its fp32 rounding error follows the
+    # terms summed (PyTorch's own fp32 sum is 3.6e-5 off fp64 there), not the sum, which can be small
+    output_tolerance={"dw@fp32": Tolerance(atol=2e-4, rtol=1e-5)})

@@ -24,6 +24,7 @@ class Ctx:
         self.env: list = []
         self.flags = program.flags
         self.sched = None               # the Cooperative scheduler, where programs run one at a time
+        self.steps = self.elements = self.macs = 0  # ops executed, what they touched (interp.chunk_cost)
 
     # ----------------------------------------------------------------------------- masks
     def lanes(self, ndim: int) -> np.ndarray | None:

@@ -33,10 +33,25 @@ ELEMENT_BUDGET = int(os.environ.get("DAY0_INTERP_CHUNK_ELEMENTS", 1 << 18))
 class Code:
     """A block compiled to closures: `steps` run in order, `out` are the terminator's operand slots."""
 
-    __slots__ = ("steps", "ops", "args", "out", "term")
+    __slots__ = ("steps", "ops", "args", "out", "term", "elements", "macs")
 
     def __init__(self, steps, ops, args, out, term):
         self.steps, self.ops, self.args, self.out, self.term = steps, ops, args, out, term
+        # per program, what the block's ops touch: elements (the widest operand or result of
+        # each op) and a dot's multiply-adds, for the cost estimate (chunk_cost)
+        self.elements = sum(max(map(_numel, [*op.operands, *op.results]), default=1) for op in ops)
+        self.macs = sum(_numel(op.results[0]) * _shape(op.operands[0])[-1] for op in ops if op.name == "tt.dot")
+
+
+def _shape(value) -> tuple:
+    return tuple(getattr(value.type, "shape", None) or ())
+
+
+def _numel(value) -> int:
+    n = 1
+    for d in _shape(value):
+        n *= int(d)
+    return n
 
 
 class Program:
@@ -116,6 +131,9 @@ class Program:
         for k, a in zip(code.args, args):
             env[k] = a
         op = None
+        ctx.steps += len(code.steps)
+        ctx.elements += code.elements
+        ctx.macs += code.macs
         try:
             for step, op in zip(code.steps, code.ops):
                 step(ctx, env)
@@ -126,12 +144,18 @@ class Program:
                               f"{type(exc).__name__}: {exc}") from None
         return [env[k] for k in code.out]
 
-    def run(self, grid: tuple[int, int, int], args: list[Any], extra: list[DeviceArg] = ()) -> None:
+    def run(self, grid: tuple[int, int, int], args: list[Any], extra: list[DeviceArg] = (), first: int = 0,
+            until: Callable[[float], bool] | None = None) -> int:
+        """Run programs `first`.. of the launch (linear order); returns how many programs are done.
+        `until(seconds)` is told, after each chunk, what that chunk is estimated to have cost
+        (`chunk_cost`); when it answers True the launch stops there and the caller runs the rest
+        (tier.py's auto tier compiles a kernel whose interpretation has cost more than compiling
+        it would). Kernels whose programs must interleave (`facts.serial`) always run to the end."""
         func = self.entry
         gx, gy, gz = (int(g) for g in grid)
         total = gx * gy * gz
-        if total == 0:
-            return
+        if total <= first:
+            return total
         flags = {"check_uninit": _env_flag("DAY0_CHECK_UNINIT"), "check_races": _env_flag("DAY0_CHECK_RACES"),
                  **self.flags}
         known = [a.base if isinstance(a, TensorDescArg) else a for a in args]
@@ -165,14 +189,33 @@ class Program:
                 ctx = start(np.array([pid], np.int64))
                 ctx.sched = sched
                 self.run_region(ctx, func.body, values)
+            assert first == 0, "programs that interleave run as one launch"
             Cooperative(total, run_one, mem).run()
         else:
             chunk = max(1, min(total, ELEMENT_BUDGET // self.facts.max_numel))
-            lin = np.arange(total, dtype=np.int64)
             with np.errstate(all="ignore"):
-                for first in range(0, total, chunk):
-                    self.run_region(start(lin[first:first + chunk]), func.body, values)
+                for at in range(first, total, chunk):
+                    ids = np.arange(at, min(total, at + chunk), dtype=np.int64)
+                    ctx = start(ids)
+                    self.run_region(ctx, func.body, values)
+                    if until is not None and until(chunk_cost(ctx)):
+                        mem.finish()
+                        return min(total, at + chunk)
         mem.finish()
+        return total
+
+
+#: the interpreter's cost model, fitted on this machine's runs of the suite's kernels
+#: (benchmarks/cpu_auto_calibrate.py): seconds per op executed, per element an op touches in
+#: each program, per multiply-add of a dot in each program
+OP_SECONDS, ELEMENT_SECONDS, MAC_SECONDS = 7.4e-6, 5.2e-10, 1.9e-10
+
+
+def chunk_cost(ctx: Ctx) -> float:
+    """Estimated seconds of the chunk `ctx` ran, from what it counted: ops executed, and the
+    elements and multiply-adds they touched per program, times its programs. Counted, not timed:
+    the same launch always costs the same, so a choice made from it (tier.py) is reproducible."""
+    return ctx.steps * OP_SECONDS + ctx.P * (ctx.elements * ELEMENT_SECONDS + ctx.macs * MAC_SECONDS)
 
 
 def check(module: Module, table: LoweringTable) -> None:

@@ -5,19 +5,22 @@ Selection, per kernel at compile time (the tier is a compile option, so Triton c
 tier's kernels apart):
   * the option `cpu_tier` ("interp", "compiled" or "auto"): `kernel[grid](..., cpu_tier="auto")`;
   * else the environment variable DAY0_CPU_TIER;
-  * else the default, "interp" ("auto" once compiling costs less than it saves on a first run)
+  * else the default, "auto"
 except with the reference interpreter (`cpu_interp@reference`, `cpu_interpreter="reference"`),
 which is chosen to run kernels itself: there only the option `cpu_tier` changes "interp".
-"compiled" and "auto" both compile every kernel the compiled tier lowers and run the others on
-the interpreter; "compiled" also warns, once per kernel, when one falls back. The compiled tier
-computes what the interpreter computes (bit for bit, except float sums and dots it may
-reassociate and float32 transcendental functions of its own, within a few ulp); select "interp"
-to hold kernels to the interpreter's exact roundings. Bounds checks stay
+"compiled" compiles every kernel the compiled tier lowers (and warns, once per kernel, when one
+falls back to the interpreter). "auto" interprets a kernel until its interpretation has cost what
+compiling it costs (estimated by counting, not timing: interp.chunk_cost, COMPILE_SECONDS), then
+compiles it, in the middle of a launch if need be, and runs the rest natively: small launches
+never pay LLVM, large ones are soon native; an object already in the cache is used from the
+first launch. The compiled tier computes what the interpreter computes (bit for bit, except float
+sums and dots it may reassociate and float32 transcendental functions of its own, within a few
+ulp); select "interp" to hold kernels to the interpreter's exact roundings. Bounds checks stay
 on in compiled code unless `cpu_bounds_check=False` (or DAY0_CPU_BOUNDS_CHECK=0).
 
 Compilation is two stages after Triton's TTIR passes (the backend's `stages`): "llir", the day0 IR
 lowered to LLVM IR by the compiled tier's emitter (or a note of why the interpreter runs the
-kernel), and "ttir_cpu", the binary. Both are cached by Triton and dumpable like its own stages
+kernel, or, under "auto", that it is compiled when it has run enough), and "ttir_cpu", the binary. Both are cached by Triton and dumpable like its own stages
 (TRITON_KERNEL_DUMP, DAY0_DUMP_STAGES=llir). The binary holds the TTIR text always (fault messages name its source lines,
 and a fallback runs it) and the native object when there is one. `TieredKernel.tier` and
 `.tier_detail` say what ran the latest launch and why; `take_stats` gives the same per kernel.
@@ -36,7 +39,7 @@ from sdk.errors import ConfigError
 
 from .compiled import TIERS
 
-DEFAULT_TIER = "interp"
+DEFAULT_TIER = "auto"
 _MAGIC = b"day0-cpu-tiered 2 "
 
 
@@ -103,6 +106,21 @@ def unpack(artifact: bytes) -> tuple[bytes, str, str, bytes | None, dict]:
 # ----------------------------------------------------------------------------------- stages
 #: what the "llir" stage says for a kernel the interpreter runs (its first line; the reason follows)
 INTERP_NOTE = "; cpu_interp runs this kernel on the interpreter: "
+#: ... and for one the tier "auto" compiles when its interpretation has cost what compiling costs
+AUTO_NOTE = ("; cpu_interp tier auto: the interpreter runs this kernel until its interpreted work has "
+             "cost what compiling it costs, then the compiled tier does (LLVM IR: DAY0_CPU_TIER=compiled)\n")
+#: why the latest launch of an "auto" kernel ran where it did (TieredKernel.tier_detail)
+AUTO_WAITING = "auto: interpreted (its interpreted work has not yet cost what compiling it costs)"
+AUTO_SWITCHED = "auto: compiled during this launch (the interpreter ran its first programs)"
+AUTO_COMPILED = "auto: compiled (its interpreted work had cost what compiling it costs)"
+AUTO_CACHED = "auto: compiled from the cache"
+#: what compiling a kernel is taken to cost, in the interpreter's estimated seconds
+#: (interp.chunk_cost): LLVM's median time per kernel of the suite plus the IR's emission
+#: (benchmarks/cpu_auto_calibrate.py measures both). Interpreting until the interpretation has
+#: cost this much, then compiling, costs at most twice the cheaper of the two choices made in
+#: hindsight, without knowing how much more the kernel will run (as renting until the rent paid
+#: equals the price, then buying). DAY0_CPU_AUTO_COMPILE_S changes it.
+COMPILE_SECONDS = float(os.environ.get("DAY0_CPU_AUTO_COMPILE_S", "0.15"))
 
 
 def emit_stage(module, ctx) -> str:
@@ -117,6 +135,9 @@ def emit_stage(module, ctx) -> str:
         return f"{INTERP_NOTE}the interp tier is selected (option cpu_tier, DAY0_CPU_TIER, or the reference interpreter)\n"
     from . import compiled
     check = getattr(options, "cpu_bounds_check", True)
+    if tier == "auto":
+        why = compiled.refusal(module, check, tuple(getattr(options, "checks", ()) or ()))
+        return f"{INTERP_NOTE}{why}\n" if why else AUTO_NOTE
     try:
         text, meta, why = compiled.emit(module, check)
         if not why:
@@ -145,6 +166,9 @@ def _pack(module, options, llir: str, meta: dict | None) -> tuple[bytes, str, st
     if llir.startswith(INTERP_NOTE):
         why = llir[len(INTERP_NOTE):].strip()
         return pack(module.text, "interp", why, None, {}), "interp", why
+    if llir == AUTO_NOTE:
+        check = bool(getattr(options, "cpu_bounds_check", True))
+        return pack(module.text, "auto", AUTO_WAITING, None, {"bounds_check": check}), "auto", AUTO_WAITING
     from . import compiled
     built = compiled.assemble(module, llir, meta or {}, getattr(options, "cpu_bounds_check", True))
     if built.data is None:
@@ -172,9 +196,13 @@ def lower(backend, module, options) -> tuple[bytes, str, str]:
 
 # ------------------------------------------------------------------------------- kernel handle
 class TieredKernel:
-    """A loaded kernel: native code with the interpreter as its fallback, or the interpreter."""
+    """A loaded kernel: native code with the interpreter as its fallback; the interpreter; or (the
+    tier "auto", `auto` set) the interpreter until its interpretation has cost COMPILE_SECONDS,
+    counted over every launch of the kernel, then native code: compiled at that point, even in
+    the middle of a launch, whose remaining programs then run natively. A kernel that does not
+    compile stays on the interpreter and says why."""
 
-    def __init__(self, module, native, interp_factory, tier: str, detail: str):
+    def __init__(self, module, native, interp_factory, tier: str, detail: str, auto: dict | None = None):
         self.module = module
         self.native = native
         self._interp_factory = interp_factory
@@ -182,6 +210,8 @@ class TieredKernel:
         self.tier, self.tier_detail = tier, detail
         self.compiled_detail = detail
         self.name = module.entry.name
+        self.auto = auto      # {"bounds_check": ...} while "auto" has not compiled the kernel
+        self.spent = 0.0      # the interpreter's estimated seconds on it so far (interp.chunk_cost)
 
     @property
     def entry(self):
@@ -199,15 +229,53 @@ class TieredKernel:
         return self._interp
 
     def run(self, grid, args, extra=()) -> None:
-        if self.native is not None:
+        if self.native is not None or self.auto is not None:
             from .compiled import runtime_refusal
             why = runtime_refusal(args, extra)
-            if not why:
+            if not why and self.native is not None:
                 self.tier, self.tier_detail = "compiled", self.compiled_detail
                 self.native.run(grid, args, list(extra))
                 return
+            if not why:
+                self._run_auto(grid, args, list(extra))
+                return
             self.tier, self.tier_detail = "interp", why
         self.interp().run(grid, args, extra)
+
+    def _run_auto(self, grid, args, extra: list) -> None:
+        done = 0
+        if self.spent < COMPILE_SECONDS:
+            done = self.interp().run(grid, args, extra, until=self._interpreted)
+            if done >= int(grid[0]) * int(grid[1]) * int(grid[2]):
+                self.tier, self.tier_detail = "interp", AUTO_WAITING
+                return
+        if not self._compile():
+            self.tier, self.tier_detail = "interp", self.compiled_detail
+            self.interp().run(grid, args, extra, first=done)
+            return
+        self.tier, self.tier_detail = "compiled", AUTO_SWITCHED if done else self.compiled_detail
+        self.native.run(grid, args, extra, first=done)
+
+    def _interpreted(self, seconds: float) -> bool:
+        self.spent += seconds
+        return self.spent >= COMPILE_SECONDS
+
+    def _compile(self) -> bool:
+        """Compile now (or take the object from the cache); False, and why, when it cannot be."""
+        from . import compiled
+        from .compiled.launch import NativeKernel
+        check, self.auto = bool(self.auto["bounds_check"]), None
+        try:
+            built = compiled.build(self.module, check)
+            if built.data is not None:
+                self.native = NativeKernel(self.module, built.data, built.meta)
+        except Exception as exc:  # noqa: BLE001 - a compiler bug must not stop the kernel: it runs interpreted
+            built = compiled.Built(None, {}, f"the compiled tier failed ({type(exc).__name__}: {exc})")
+        if self.native is None:
+            self.compiled_detail = built.refusal
+            return False
+        self.compiled_detail = AUTO_CACHED if built.cached else AUTO_COMPILED
+        return True
 
 
 class Stats:
@@ -244,16 +312,30 @@ def load(artifact: bytes, source_file: str | None, table, cache: dict, checks: t
     ttir, tier, detail, obj, meta = unpack(artifact)
     module = parse(ttir)  # bytes: a corrupted artifact is a TTIRSyntaxError
     module.relocate(source_file)
-    native = None
+    native, auto = None, None
+    if tier == "auto":
+        from . import compiled
+        from .compiled import jit
+        hit = jit.cached(compiled.cache_key(module, meta.get("bounds_check", True)))
+        if hit is not None and not checks:
+            obj, meta, tier, detail = hit[0], hit[1], "compiled", AUTO_CACHED
+        else:
+            auto, tier = meta, "interp"
     if obj is not None:
         from .compiled.launch import NativeKernel
         native = NativeKernel(module, obj, meta)
     flags = {f"check_{c}": True for c in checks}
-    kernel = TieredKernel(module, native, lambda: program(module, table, flags), tier, detail)
+    kernel = TieredKernel(module, native, lambda: program(module, table, flags), tier, detail,
+                          auto if program is _batched() and not checks else None)
     if native is None:
         kernel.interp()  # built now: a bad attribute fails at load as before
     cache[key] = kernel
     return kernel
+
+
+def _batched():
+    from .interp import Program
+    return Program
 
 
 __all__ = ["CpuOptions", "resolve", "lower", "load", "TieredKernel", "Stats", "DEFAULT_TIER"]

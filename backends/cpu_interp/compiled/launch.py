@@ -68,24 +68,25 @@ class NativeKernel:
         self._origins = None  # the pointer origins (provenance.py), worked out at the first fault
 
     # ------------------------------------------------------------------------------ launch
-    def run(self, grid, args: list[Any], extra: list[DeviceArg] = ()) -> None:
+    def run(self, grid, args: list[Any], extra: list[DeviceArg] = (), first: int = 0) -> None:
+        """Run programs `first`.. of the launch (linear order; the ones before ran elsewhere)."""
         gx, gy, gz = (int(g) for g in grid)
         total = gx * gy * gz
-        if total == 0:
+        if total <= first:
             return
         words, ranges, by_index = self._pack(args, list(extra))
         _LAUNCHES[0] += 1
         tensors = list(by_index.values()) + list(extra)
         a_ptr, r_ptr = words.ctypes.data, ranges.ctypes.data
         n_workers = workers()
-        if total == 1 or n_workers == 1 or self.serial:
+        if total - first == 1 or n_workers == 1 or self.serial:
             fault = np.zeros(8, np.int64)
-            rc = self.fn(a_ptr, r_ptr, _arena(self.arena), fault.ctypes.data, 0, total, gx, gy, gz)
+            rc = self.fn(a_ptr, r_ptr, _arena(self.arena), fault.ctypes.data, first, total, gx, gy, gz)
             if rc:
                 raise self._fault(fault, tensors, by_index)
             return
-        n_chunks = min(total, n_workers * _CHUNKS_PER_WORKER)
-        bounds = [total * k // n_chunks for k in range(n_chunks + 1)]
+        n_chunks = min(total - first, n_workers * _CHUNKS_PER_WORKER)
+        bounds = [first + (total - first) * k // n_chunks for k in range(n_chunks + 1)]
         stop = threading.Event()
 
         def task(first: int, last: int):

@@ -23,7 +23,8 @@ def whole(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> tuple[bool, d
     if tol.exact:
         same = torch.equal(out, ref.to(out.dtype))
         if not same:
-            diff = torch.nan_to_num((out.double() - ref.double()).abs(), nan=math.inf)
+            diff = torch.nan_to_num((out.double() - ref.double()).abs(), nan=math.inf, posinf=math.inf)
+            diff[out == ref.to(out.dtype)] = 0
             stats["max_abs"] = float(diff.max()) if diff.numel() else 0.0
             stats["reason"] = f"{int((diff != 0).sum())} element(s) differ from a bit-exact reference"
         return same, stats
@@ -179,3 +180,35 @@ def test_run_case_reports_every_phase_and_records_carry_them():
     assert old.phase_s == {} and old.peak_rss_mb is None  # files written before the fields existed
     with pytest.raises(ValueError, match="phase_s"):
         Record.from_dict({"kernel": "k", "case": "c", "dtype": "fp32", "status": "pass", "phase_s": {"a": "x"}})
+
+
+def test_exact_compare_counts_only_elements_that_differ_where_infinities_agree():
+    gen = torch.Generator().manual_seed(12)
+    ref = torch.randn(40, 50, generator=gen, dtype=torch.float64)
+    ref[ref < 0.5] = -math.inf  # most of it masked, as a top-k/top-p output is
+    out = ref.float()
+    flat = out.view(-1)
+    finite = torch.isfinite(flat).nonzero().flatten()
+    flat[finite[:3]] = -math.inf  # three kept values masked
+    ok, stats = compare(out, ref, Tolerance(exact=True))
+    assert not ok and stats == {"max_abs": math.inf, "reason": "3 element(s) differ from a bit-exact reference"}
+    assert (ok, stats) == whole(out, ref, Tolerance(exact=True))
+
+
+def test_an_alternative_reference_accepts_either_value_of_an_open_element_and_nothing_else():
+    gen = torch.Generator().manual_seed(13)
+    ref = torch.randn(30, 20, generator=gen, dtype=torch.float64)
+    alt = ref.clone()
+    open_ = torch.rand(30, 20, generator=gen) < 0.1
+    alt[open_] = -math.inf  # these may be kept or masked
+    out = ref.float()
+    out[open_ & (torch.rand(30, 20, generator=gen) < 0.5)] = -math.inf
+    assert compare(out, check.either(out, ref, alt), Tolerance(exact=True)) == (True, {})
+    assert not compare(out, ref, Tolerance(exact=True))[0]  # without the alternative: a failure
+    bad = out.clone()
+    bad[~open_ & torch.isfinite(ref)] = bad[~open_ & torch.isfinite(ref)] + 1.0  # a settled element wrong
+    ok, stats = compare(bad, check.either(bad, ref, alt), Tolerance(exact=True))
+    assert not ok and stats["reason"] == f"{int((~open_).sum())} element(s) differ from a bit-exact reference"
+    near = ref.float() + 1e-4  # under a tolerance each element is judged against the nearer value
+    assert compare(near, check.either(near, ref, alt), Tolerance(atol=1e-3))[0]
+    assert check.either(out, ref, None) is ref

@@ -259,3 +259,29 @@ def test_blocked_attention_rows_that_see_nothing_are_nan_unless_a_sink_takes_the
     sinks = torch.zeros(2, dtype=torch.float64)
     out = refmath.attention(q, k, v, 1.0, q_pos=q_pos, causal=True, sinks=sinks)
     assert torch.equal(out[:2], torch.zeros_like(out[:2])) and not out.isnan().any()
+
+
+def test_top_p_reference_leaves_open_only_the_tokens_within_a_search_step_of_the_cut():
+    """vLLM's top-p cut is found by a bisection of the probabilities with a fixed number of steps:
+    the reference's alternative flips only tokens within one step of the least likely kept one,
+    never the most likely token, and equals the reference elsewhere."""
+    from sdk.conformance.library import vllm
+    spec = load_suite()["lib_vllm_topk_topp"]
+    for case in spec.cases:
+        gen = torch.Generator().manual_seed(case_seed(spec.name, case.name, "fp32"))
+        x = spec.make_inputs(case, torch.float32, "cpu", gen)
+        ref = spec.reference({k: v.clone() for k, v in x.items()}, case)
+        out, alt = ref["out"], ref["out@alt"]
+        for r in range(out.shape[0]):
+            kept = torch.isfinite(out[r])
+            flipped = kept != torch.isfinite(alt[r])
+            assert torch.equal(out[r][~flipped], alt[r][~flipped])
+            row = x["logits"][r].double()
+            assert kept[row.argmax()] and not flipped[row.argmax()]
+            if flipped.any():
+                k = min(int(x["k"][r]), row.numel())
+                probs = torch.softmax(row.masked_fill(row < row.topk(k).values[-1], float("-inf")), -1)
+                live = probs[probs > 0]
+                step = float(live.max() - live.min()) / 2 ** vllm.TOPP_SEARCH_STEPS
+                assert ((probs[flipped] - probs[kept].min()).abs() <= step).all()
+                assert int(flipped.sum()) < 0.01 * int(kept.sum()) + 2

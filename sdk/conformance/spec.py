@@ -55,7 +55,12 @@ class KernelSpec:
     run(inputs, case) -> None: the launch wrapper a serving stack would use; writes into the outputs.
         It may mutate inputs in place (in-place kernels name those tensors in `outputs`).
     reference(inputs, case) -> Outputs: the same computation in PyTorch on copies of the inputs as
-        they were before `run` (the runner passes pre-launch clones), computed in fp32/fp64.
+        they were before `run` (the runner passes pre-launch clones), computed in fp32/fp64. Where
+        the computation leaves a decision open (an element on the boundary of a top-p cut that a
+        library's search resolves only to within its step), the reference may also return
+        "<output>@alt": the other acceptable value of each such element (equal to the reference
+        elsewhere); each element of the output is then judged against whichever of the two it
+        matches (the nearer one under a tolerance).
     outputs: names of the tensors to compare (poisoned before the launch unless listed in
         `inplace`); `tolerance` maps dtype name -> Tolerance, and
         `output_tolerance` may override it per output name (e.g. a state written bit-exact), or

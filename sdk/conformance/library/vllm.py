@@ -865,16 +865,27 @@ def _topk_topp_inputs(case: Case, dtype: torch.dtype, device: str, gen: torch.Ge
     return x
 
 
+#: vLLM's top-p pivot search stops after this many bisection steps (topk_topp_triton.py)
+TOPP_SEARCH_STEPS = 18
+
+
 def _topk_topp_reference(x: dict, case: Case) -> dict:
     """Top-k by logit (the k largest stay), then top-p over what is left: a token stays unless the
     probability mass of the tokens at most as likely as it (itself included) is <= 1 - p; the most
-    likely token always stays. Masked logits are -inf."""
+    likely token always stays. Masked logits are -inf.
+
+    vLLM finds the top-p cut by bisecting probabilities between the row's least and most likely
+    token for TOPP_SEARCH_STEPS steps: a token whose probability is within one step of the least
+    likely kept token's may fall on either side of the cut it finds ("out@alt" holds the other
+    side for those tokens, KernelSpec.reference)."""
     out = torch.full(x["logits"].shape, float("-inf"), dtype=torch.float64)
+    alt = out.clone()
     for r in range(x["logits"].shape[0]):
         row = x["logits"][r].double()
         kk, pp = int(x["k"][r]), float(x["p"][r])
         keep = torch.zeros_like(row, dtype=torch.bool)
         keep[row.topk(min(kk, row.numel())).indices] = True
+        candidates = keep.clone()
         probs = torch.softmax(row.masked_fill(~keep, float("-inf")), -1)
         order = probs.argsort()
         tail = probs[order].cumsum(0)
@@ -882,7 +893,14 @@ def _topk_topp_reference(x: dict, case: Case) -> dict:
         drop[-1] = False
         keep[order[drop]] = False
         out[r, keep] = row[keep]
-    return {"out": out}
+        flip = torch.zeros_like(keep)
+        if pp < 1 and bool(drop.any()):
+            live = probs[candidates]
+            step = float(live.max() - live.min()) / 2 ** TOPP_SEARCH_STEPS
+            flip = candidates & ((probs - float(probs[keep].min())).abs() <= step)
+            flip[probs.argmax()] = False  # the most likely token stays, whatever the search finds
+        alt[r] = torch.where(flip ^ keep, row, torch.full_like(row, float("-inf")))
+    return {"out": out, "out@alt": alt}
 
 
 def _topk_topp_run(x: dict, case: Case) -> None:

@@ -163,6 +163,13 @@ def test_the_interpreters_checks_keep_auto_on_the_interpreter(monkeypatch):
     assert t == "interp" and "the uninit check runs on the interpreter" in why and torch.equal(out, want)
 
 
+def test_a_bad_compile_cost_is_one_clear_error(monkeypatch):
+    from sdk.errors import ConfigError
+    monkeypatch.setenv("DAY0_CPU_AUTO_COMPILE_S", "soon")
+    with pytest.raises(ConfigError, match="DAY0_CPU_AUTO_COMPILE_S is 'soon'; give the seconds"):
+        launch_stamp(7, 2, seed=16, cpu_tier="auto")
+
+
 SCRIPT = """
 import sys, torch, triton, triton.language as tl
 import sdk

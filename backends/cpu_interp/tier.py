@@ -119,8 +119,23 @@ AUTO_CACHED = "auto: compiled from the cache"
 #: (benchmarks/cpu_auto_calibrate.py measures both). Interpreting until the interpretation has
 #: cost this much, then compiling, costs at most twice the cheaper of the two choices made in
 #: hindsight, without knowing how much more the kernel will run (as renting until the rent paid
-#: equals the price, then buying). DAY0_CPU_AUTO_COMPILE_S changes it.
-COMPILE_SECONDS = float(os.environ.get("DAY0_CPU_AUTO_COMPILE_S", "0.15"))
+#: equals the price, then buying). DAY0_CPU_AUTO_COMPILE_S overrides it (compile_seconds).
+COMPILE_SECONDS = 0.15
+
+
+def compile_seconds() -> float:
+    """COMPILE_SECONDS, or DAY0_CPU_AUTO_COMPILE_S where set (0: compile at the first launch)."""
+    env = os.environ.get("DAY0_CPU_AUTO_COMPILE_S", "").strip()
+    if not env:
+        return COMPILE_SECONDS
+    try:
+        value = float(env)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ConfigError(f"DAY0_CPU_AUTO_COMPILE_S is '{env}'; give the seconds compiling a kernel is "
+                          f"taken to cost (a number >= 0; unset: {COMPILE_SECONDS})")
+    return value
 
 
 def emit_stage(module, ctx) -> str:
@@ -244,7 +259,7 @@ class TieredKernel:
 
     def _run_auto(self, grid, args, extra: list) -> None:
         done = 0
-        if self.spent < COMPILE_SECONDS:
+        if self.spent < compile_seconds():
             done = self.interp().run(grid, args, extra, until=self._interpreted)
             if done >= int(grid[0]) * int(grid[1]) * int(grid[2]):
                 self.tier, self.tier_detail = "interp", AUTO_WAITING
@@ -258,7 +273,7 @@ class TieredKernel:
 
     def _interpreted(self, seconds: float) -> bool:
         self.spent += seconds
-        return self.spent >= COMPILE_SECONDS
+        return self.spent >= compile_seconds()
 
     def _compile(self) -> bool:
         """Compile now (or take the object from the cache); False, and why, when it cannot be."""

@@ -12,14 +12,16 @@ class Tty(io.StringIO):
 
 
 def test_simulate_progress_plain_lines_per_tenth_with_time_left():
+    """Called as each case is done: a line at every tenth, the last when all are done."""
     out = io.StringIO()
     p = _Progress(20, out)
     for i in range(20):
         p(f"k/case{i}/fp32")
     p.close()
     lines = out.getvalue().splitlines()
-    assert len(lines) == 9 and lines[0].startswith("simulated 2/20 cases (10%);") and "left" in lines[0]
-    assert lines[-1].startswith("simulated 18/20 cases (90%)")
+    assert len(lines) == 10 and lines[0].startswith("simulated 2/20 cases (10%);") and "left" in lines[0]
+    assert lines[-2].startswith("simulated 18/20 cases (90%)")
+    assert lines[-1].startswith("simulated 20/20 cases (100%)")
 
 
 def test_simulate_progress_bar_on_a_terminal():

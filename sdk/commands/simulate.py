@@ -29,9 +29,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where captured calls are kept between runs (default: $DAY0_SIM_CACHE, else "
                         "$XDG_CACHE_HOME/day0/sim or ~/.cache/day0/sim)")
     p.add_argument("--no-cache", action="store_true", help="capture every call again and keep nothing")
+    p.add_argument("--jobs", type=_jobs, default=0, metavar="N",
+                   help="worker processes capturing the calls the cache does not hold (default: one per "
+                        "CPU core, at most 8; 1: capture in this process)")
     p.add_argument("--efficiencies", type=Path, metavar="JSON",
                    help="learned efficiencies to use instead of the shipped ones (sdk/simulator/efficiencies.json)")
     p.set_defaults(func=run)
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n}: at least 1")
+    return n
 
 
 def _split(values: list[str] | str) -> list[str]:
@@ -75,7 +88,10 @@ def run(args: argparse.Namespace) -> int:
         cache = CaptureCache(args.cache_dir)
     progress = _Progress(total)
     try:
-        result = simulate_suite(specs, devices, full=args.full, progress=progress, efficiencies=eff, cache=cache)
+        import os
+        jobs = args.jobs or max(1, min(os.cpu_count() or 1, 8))
+        result = simulate_suite(specs, devices, full=args.full, progress=progress, efficiencies=eff, cache=cache,
+                                jobs=jobs)
     finally:
         progress.close()
     _print_table(result)
@@ -90,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _Progress:
-    """Called as each (kernel, case, dtype) starts: a tqdm bar with the time left on a terminal, a
+    """Called as each (kernel, case, dtype) is done: a tqdm bar with the time left on a terminal, a
     plain line per 10 % of the cases elsewhere."""
 
     def __init__(self, total: int, stream=None):
@@ -110,8 +126,8 @@ class _Progress:
             self.bar.update(1)
             return
         self.n += 1
-        done = self.n - 1  # cases finished before this one starts
-        if done and done % self.step == 0:
+        done = self.n
+        if done % self.step == 0 or done == self.total:
             from ..conformance.runner import _fmt_s
             elapsed = time.monotonic() - self.t0
             print(f"simulated {done}/{self.total} cases ({100 * done // self.total}%); {_fmt_s(elapsed)} "

@@ -18,6 +18,7 @@ or transposes (scratch on chip).
 from __future__ import annotations
 
 import math
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,12 @@ class DotSite:
     b_src: str
     loop: int | None              # LoopSite key of the innermost enclosing scf.for, None outside loops
     execs: float = 0.0            # executions per program
+    #: a tt.dot_scaled: the operands' own types ("bf16", "e2m1", "e4m3" ...), the elements of its
+    #: microscaled operands one execution decodes where the target multiplies in `operand` instead
+    #: (sdk.simulator.timing.scaled_decode_ops), and whether NaN scales are left unchecked (fastMath)
+    scaled: tuple = ()
+    decoded: int = 0
+    fast_math: bool = False
 
 
 @dataclass
@@ -310,6 +317,31 @@ _FREE_INT = ("arith.constant", "arith.index_cast", "arith.extsi", "arith.extui",
 _RESHAPES = ("tt.trans", "tt.gather", "tt.histogram")
 
 
+#: id(module) -> (a reference to it, its defs, its ops' loops, static_info of its ops, whether each
+#: block loads): kept while the module lives
+_INDEX: dict = {}
+
+
+def _static_info(op: Op) -> tuple:
+    """What an op computes whatever the program: the float types of its results, and its
+    elementwise work as ((unit, dtype, ""), elements) or None: special functions, floating-point
+    arithmetic, and integer arithmetic on tensors (indices, hashes, random bits: vector
+    instructions too)."""
+    n = op.name
+    fdtypes = tuple(dtype_name(r.type) for r in op.results
+                    if isinstance(r.type.element, ScalarType) and r.type.element.is_float)
+    vec = None
+    if n in _SPECIAL:
+        vec = (("special", dtype_name(op.results[0].type), ""), _numel(op.results[0].type))
+    elif n.startswith("arith.") and n.endswith("f") and op.results and n != "arith.constant":
+        vec = (("vector", dtype_name(op.results[0].type), ""), _numel(op.results[0].type))
+    elif (n.startswith("arith.") and n not in _FREE_INT and op.results
+          and isinstance(op.results[0].type, TensorType) and isinstance(op.results[0].type.elem, ScalarType)
+          and op.results[0].type.elem.is_int):
+        vec = (("vector", dtype_name(op.results[0].type), ""), _numel(op.results[0].type))
+    return fdtypes, vec
+
+
 class _Walker:
     def __init__(self, module: Module, counts: LaunchCounts, grid: tuple[int, int, int],
                  pid: tuple[int, int, int] = (0, 0, 0), memory: list[DeviceArg] = ()):
@@ -317,11 +349,23 @@ class _Walker:
         self.memory = list(memory)
         self.unwritten: list[tuple[int, int]] = []
         self.origin: dict[Value, str] = {}  # pointer value -> the tensor argument it points into
-        self.defs: dict[Value, Op] = {}
-        self.loop_of: dict[int, int | None] = {}  # id(op) -> id of its innermost scf.for
-        for func in module.funcs.values():
-            for block in func.body.blocks:
-                self._index(block, None)
+        known = _INDEX.get(id(module))
+        if known is not None and known[0]() is module:
+            self.defs, self.loop_of, self.static = known[1], known[2], known[3]
+        else:  # where each value is defined, each op's loop and what it computes: alike for every program
+            self.defs: dict[Value, Op] = {}
+            self.loop_of: dict[int, int | None] = {}  # id(op) -> id of its innermost scf.for
+            self.static: dict[int, tuple] = {}       # id(op) -> (float result dtypes, vector work or None)
+            for func in module.funcs.values():
+                for block in func.body.blocks:
+                    self._index(block, None)
+            _INDEX[id(module)] = (weakref.ref(module), self.defs, self.loop_of, self.static)
+            weakref.finalize(module, _INDEX.pop, id(module), None)
+        if known is not None and known[0]() is module:
+            self.block_loads: dict = known[4]  # id(block) -> whether it loads
+        else:
+            self.block_loads = {}
+            _INDEX[id(module)] = _INDEX[id(module)] + (self.block_loads,)
         self.loop: int | None = None          # the scf.for being walked
         self.while_done = 0                   # iterations of the last scf.while run concretely
         self.strides: dict[Value, tuple | None] = {}  # integer/pointer tensor -> element stride per axis
@@ -331,6 +375,7 @@ class _Walker:
     def _index(self, block: Block, loop: int | None) -> None:
         for op in block.ops:
             self.loop_of[id(op)] = loop
+            self.static[id(op)] = _static_info(op)
             for r in op.results:
                 self.defs[r] = op
             inner = id(op) if op.name == "scf.for" else loop
@@ -344,7 +389,10 @@ class _Walker:
             by_arg[name] += amount
 
     def block(self, block: Block, env: dict, mult: float) -> None:
-        if any(op.name in _LOADS for op in block.ops):
+        loads = self.block_loads.get(id(block))
+        if loads is None:
+            loads = self.block_loads[id(block)] = any(op.name in _LOADS for op in block.ops)
+        if loads:
             self.c.load_rounds += mult  # the loads of one pass over a block issue together
         for op in block.ops:
             self.op(op, env, mult)
@@ -397,6 +445,45 @@ class _Walker:
                            a_bytes=self._operand_bytes(op.operands[0]), b_bytes=self._operand_bytes(op.operands[1]),
                            a_src=self._source(op.operands[0], op), b_src=self._source(op.operands[1], op),
                            loop=self.loop_of.get(id(op)))
+            self.c.dots[id(op)] = site
+        site.execs += mult
+        if site.loop is not None and site.loop in self.c.loops:
+            self.c.loops[site.loop].has_dot = True
+
+    def _dot_scaled(self, op: Op, mult: float) -> None:
+        """A microscaled dot (tt.dot_scaled: e2m1 / fp8 operands with a power-of-two scale per 32
+        values along K). Its flops are counted at the 16-bit type Triton computes it in where a
+        target has no microscaled matrix path (DecomposeScaledBlocked: bf16, fp16 if either side
+        is fp16); the site keeps the operands' own types, so a target that multiplies them
+        natively takes its own rate (sdk.simulator.timing), and the elements of the scaled
+        operands a decomposition decodes per execution. With only the right-hand operand scaled,
+        Triton computes the transposed product, the decoded operand first (from registers): the
+        site is recorded that way round."""
+        a, b, acc = (v.type for v in op.operands[:3])
+        lhs, rhs = str(op.attrs.get("lhs", "")), str(op.attrs.get("rhs", ""))
+        # e2m1 packs two values a byte along K (the default packing); other types one a byte
+        m = a.shape[-2]
+        k = a.shape[-1] * (2 if lhs == "e2m1" else 1)
+        nn = b.shape[-1]
+        batch = math.prod(a.shape[:-2]) if len(a.shape) > 2 else 1
+        compute = "fp16" if "fp16" in (lhs, rhs) else "bf16"
+        accum = dtype_name(acc)
+        self.c.dot_types.add((compute, accum))
+        self.c.flops[("matrix", compute, accum)] += mult * 2.0 * batch * m * nn * k
+        narrow = [side for side, t in ((0, lhs), (1, rhs)) if t not in ("bf16", "fp16")]
+        decoded = sum(m * k if side == 0 else k * nn for side in narrow) * batch
+        site = self.c.dots.get(id(op))
+        if site is None:
+            a_src, b_src = self._source(op.operands[0], op), self._source(op.operands[1], op)
+            a_bytes, b_bytes = self._operand_bytes(op.operands[0]), self._operand_bytes(op.operands[1])
+            if narrow == [1]:  # computed as (B^T A^T)^T: the decoded operand is the first
+                m, nn, a_src, b_src, a_bytes, b_bytes = nn, m, b_src, a_src, b_bytes, a_bytes
+            if len(narrow) == 2:
+                b_src = "computed"
+            site = DotSite(m=m, n=nn, k=k, batch=batch, operand=compute, acc=accum, a_bytes=a_bytes,
+                           b_bytes=b_bytes, a_src="computed" if narrow else a_src, b_src=b_src,
+                           loop=self.loop_of.get(id(op)), scaled=(lhs, rhs), decoded=decoded,
+                           fast_math=bool(op.attrs.get("fastMath", False)))
             self.c.dots[id(op)] = site
         site.execs += mult
         if site.loop is not None and site.loop in self.c.loops:
@@ -493,12 +580,14 @@ class _Walker:
 
     def op(self, op: Op, env: dict, mult: float) -> None:
         c, n = self.c, op.name
-        for r in op.results:
-            if isinstance(r.type.element, ScalarType) and r.type.element.is_float:
-                c.dtypes.add(dtype_name(r.type))
+        fdtypes, vec = self.static[id(op)]
+        if fdtypes:
+            c.dtypes.update(fdtypes)
         self._propagate_origin(op)
         self._track(op, env)
-        if n == "tt.load" or n == "tt.descriptor_load":
+        if vec is not None:  # elementwise work: vector or special-function operations
+            c.flops[vec[0]] += mult * vec[1]
+        elif n == "tt.load" or n == "tt.descriptor_load":
             c.bytes_loaded += mult * _bytes(op.results[0].type)
             self._traffic(c.loaded_by_arg, op.operands[0], mult * _bytes(op.results[0].type))
             self._access(op, op.operands[0], mult * _bytes(op.results[0].type))
@@ -528,15 +617,8 @@ class _Walker:
             c.dot_types.add((operand, accum))
             c.flops[("matrix", operand, accum)] += mult * 2.0 * batch * m * nn * k
             self._dot_site(op, mult)
-        elif n in _SPECIAL:
-            c.flops[("special", dtype_name(op.results[0].type), "")] += mult * _numel(op.results[0].type)
-        elif n.startswith("arith.") and n.endswith("f") and op.results and n != "arith.constant":
-            c.flops[("vector", dtype_name(op.results[0].type), "")] += mult * _numel(op.results[0].type)
-        elif (n.startswith("arith.") and n not in _FREE_INT and op.results
-              and isinstance(op.results[0].type, TensorType) and isinstance(op.results[0].type.elem, ScalarType)
-              and op.results[0].type.elem.is_int):
-            # integer work on tensors (indices, hashes, random bits): vector instructions too
-            c.flops[("vector", dtype_name(op.results[0].type), "")] += mult * _numel(op.results[0].type)
+        elif n == "tt.dot_scaled":
+            self._dot_scaled(op, mult)
         elif n == "tt.reduce" or n == "tt.scan":
             per = sum(1 for inner in op.regions[0].entry.ops if inner.name.startswith("arith."))
             c.flops[("vector", dtype_name(op.operands[0].type), "")] += mult * per * _numel(op.operands[0].type)

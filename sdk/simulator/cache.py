@@ -89,21 +89,30 @@ class CaptureCache:
 
     def get(self, key: str):
         """The stored entry (a Captured, or the line saying why the call could not be captured);
-        None when there is none or it cannot be read."""
+        None when there is none or it cannot be read. Counted as a hit or a miss."""
+        value = self.peek(key)
+        if value is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return value
+
+    def peek(self, key: str):
+        """As get, not counted."""
         p = self._path(key)
         try:
             entry = pickle.loads(p.read_bytes())
         except FileNotFoundError:
-            self.misses += 1
             return None
         except Exception:  # a truncated or foreign file: captured again, then replaced
-            self.misses += 1
             return None
         if not isinstance(entry, dict) or entry.get("format") != FORMAT:
-            self.misses += 1
             return None
-        self.hits += 1
         return entry["value"]
+
+    def count_hits(self, n: int) -> None:
+        """Count `n` hits found elsewhere (peeked, or by a worker process using the same directory)."""
+        self.hits += n
 
     def put(self, key: str, value) -> None:
         from ..fileio import atomic_write_bytes

@@ -90,20 +90,63 @@ class _HostCounter:
         self.driver.__dict__.pop("get_current_target", None)
 
 
+class ItemInputs:
+    """One (kernel, case, dtype)'s inputs, built once for the captures of several targets. The
+    floating-point values (and large integer payloads) are never read by a capture: they stay
+    uncomputed unless the input builder or the wrapper needs them (sdk.simulator.deferred). A
+    capture whose wrapper wrote nothing but the kernel's outputs leaves them as they were, and the
+    next capture reuses them; otherwise they are built again."""
+
+    def __init__(self, spec: KernelSpec, case, dtype: str) -> None:
+        self.spec, self.case, self.dtype = spec, case, dtype
+        self.mode = self.value = None
+        self.memo: dict = {}  # launch -> its analysis, for the captures that launch the same
+
+    def __enter__(self):
+        from .deferred import DeferredFloats
+        if self.value is None:
+            self.mode = DeferredFloats()
+            gen = torch.Generator(device="cpu").manual_seed(case_seed(self.spec.name, self.case.name, self.dtype))
+            with self.mode:
+                self.value = self.spec.make_inputs(self.case, DTYPES[self.dtype], "cpu", gen)
+        self.mode.watch = set()
+        self.mode.__enter__()
+        self._clean = False
+        return self.value
+
+    def ran(self) -> None:
+        """The wrapper returned: keep the inputs if it wrote only the outputs (or nothing)."""
+        from .deferred import storage_key
+        from torch.utils._pytree import tree_flatten
+        outputs = set(self.spec.outputs) - set(self.spec.inplace)
+        allowed = {storage_key(t) for k in outputs for t in tree_flatten(self.value.get(k))[0]
+                   if isinstance(t, torch.Tensor) and t.numel()} if isinstance(self.value, dict) else set()
+        self._clean = self.mode.watch <= allowed
+
+    def __exit__(self, *exc) -> None:
+        self.mode.watch = None
+        self.mode.__exit__(*exc)
+        if not self._clean or exc[0] is not None:
+            self.mode = self.value = None
+
+
 def capture_launches(spec: KernelSpec, case, dtype: str, fp8: tuple[str, ...] | None = None,
-                     props: dict | None = None, staging=None) -> tuple[list, bool, HostWork]:
+                     props: dict | None = None, staging=None,
+                     inputs: ItemInputs | None = None) -> tuple[list, bool, HostWork]:
     """The raw launches of one (case, dtype) as launched for a target with these fp8 types and
     device properties (wrappers that pick native fp8 or an emulation, or size tiles and grids by
     the device, pick as they would there; with `staging`, a configuration whose shared memory the
     target cannot hold is refused, as its compiler refuses it, so that first-fit wrappers and
-    autotuners move on), whether the outcome depended on the target, and the call's host work."""
-    gen = torch.Generator(device="cpu").manual_seed(case_seed(spec.name, case.name, dtype))
-    inputs = spec.make_inputs(case, DTYPES[dtype], "cpu", gen)
+    autotuners move on), whether the outcome depended on the target, and the call's host work.
+    `inputs`: the item's inputs, shared by its captures for several targets."""
     cap = capture(fp8, props, _shared_check(staging) if staging is not None else None)
     torch_work = TorchCounter()
-    with cap:
-        with _HostCounter(cap.backend) as host, torch_work:
-            spec.run(inputs, case)
+    with inputs or ItemInputs(spec, case, dtype) as x:
+        with cap:
+            with _HostCounter(cap.backend) as host, torch_work:
+                spec.run(x, case)
+        if inputs is not None:
+            inputs.ran()
     t = torch_work.work()
     work = HostWork(len(cap.launches), host.props, host.targets, t.ops, t.kernels, t.bytes, t.copies)
     return list(cap.launches), cap.queried or cap.refused, work
@@ -122,13 +165,23 @@ def _shared_check(staging):
     return need
 
 
-def analyse_launches(launches: list, queried: bool = False, host: HostWork | None = None) -> Captured:
+def analyse_launches(launches: list, queried: bool = False, host: HostWork | None = None,
+                     memo: dict | None = None) -> Captured:
     """Each raw launch analysed; what one launch stores is not read back by later ones (nothing
-    ran, so it holds no real data). `host`: the call's host work (captured with the launches)."""
+    ran, so it holds no real data). `host`: the call's host work (captured with the launches).
+    `memo`: analyses of launches seen before (the same compiled kernel, grid, arguments and
+    integer data: one call captured for another target that launches the same), reused."""
+    import copy
     out, written = Captured(), []
     for launch in launches:
-        counts = analyse(launch.module, launch.grid, launch.args, unwritten=written,
-                         num_warps=launch.num_warps, num_stages=launch.num_stages)
+        key = _launch_key(launch, written) if memo is not None else None
+        if key is not None and key in memo:
+            counts = copy.deepcopy(memo[key][1])
+        else:
+            counts = analyse(launch.module, launch.grid, launch.args, unwritten=written,
+                             num_warps=launch.num_warps, num_stages=launch.num_stages)
+            if key is not None:
+                memo[key] = (launch.module, copy.deepcopy(counts))  # the module kept: its id stays its own
         out.append(counts)
         written += [(a.address, a.nbytes) for a in launch.args
                     if isinstance(a, DeviceArg) and counts.stored_by_arg.get(a.name)]
@@ -137,34 +190,60 @@ def analyse_launches(launches: list, queried: bool = False, host: HostWork | Non
     return out
 
 
+def _launch_key(launch, written: list) -> tuple:
+    """What an analysis of a launch depends on: the compiled kernel, grid, launch options, every
+    argument (a tensor by its place, size, type and the integer data it holds) and the memory
+    earlier launches of the call wrote."""
+    import hashlib
+    args = []
+    for a in launch.args:
+        if isinstance(a, DeviceArg):
+            data = b""
+            if a.handle is not None and not a.handle.is_floating_point():
+                data = hashlib.blake2b(a.handle.contiguous().view(torch.uint8).numpy().tobytes(),
+                                       digest_size=16).digest() if a.handle.numel() else b""
+            args.append((a.name, a.address, a.nbytes, a.dtype, data))
+        else:
+            args.append(repr(a))
+    return (id(launch.module), tuple(launch.grid), launch.num_warps, launch.num_stages, tuple(args), tuple(written))
+
+
 def lightweight(launches: list) -> list:
-    """Raw launches without the floating-point data of their tensors (an analysis reads only
-    integer scalars from memory), small enough to keep."""
+    """Raw launches without the data of their floating-point tensors and of integer tensors of
+    PAYLOAD_INT_ELEMENTS or more (an analysis reads integer scalars from the others: lengths,
+    offsets, tables), small enough to keep. A capture may leave those uncomputed
+    (sdk.simulator.deferred)."""
     import dataclasses
+    from .deferred import PAYLOAD_INT_ELEMENTS
     out = []
     for launch in launches:
         args = [dataclasses.replace(a, handle=a.handle if a.handle is not None and not a.handle.is_floating_point()
-                                    and a.handle.numel() <= 1 << 24 else None)
+                                    and a.handle.numel() < PAYLOAD_INT_ELEMENTS else None)
                 if isinstance(a, DeviceArg) else a for a in launch.args]
         out.append(dataclasses.replace(launch, args=args))
     return out
 
 
 def capture_case(spec: KernelSpec, case, dtype: str, fp8: tuple[str, ...] | None = None,
-                 props: dict | None = None, staging=None) -> Captured:
-    """The launches of one (case, dtype), analysed (see capture_launches)."""
-    return analyse_launches(*capture_launches(spec, case, dtype, fp8, props, staging))
+                 props: dict | None = None, staging=None, inputs: ItemInputs | None = None) -> Captured:
+    """The launches of one (case, dtype), analysed (see capture_launches) from the integer data
+    an analysis reads (lightweight)."""
+    launches, queried, host = capture_launches(spec, case, dtype, fp8, props, staging, inputs)
+    return analyse_launches(lightweight(launches), queried, host, inputs.memo if inputs is not None else None)
 
 
 def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full: bool = False,
-                   progress: Callable[[str], None] | None = None, efficiencies=None, cache=None) -> dict:
+                   progress: Callable[[str], None] | None = None, efficiencies=None, cache=None,
+                   jobs: int = 1) -> dict:
     """{"devices": [...], "cases": [...], "by_device": {device: {"device": d, "kernels": {...}}}}.
     `by_device[d]` is the per-kernel summary the coverage report reads (`day0 report --sim`): the
     slowest case's time, whether every case fits, and the verdict per dtype (`fits_by_dtype`), so
     that one dtype a device lacks does not hide the others that run. `cache`: a
-    sdk.simulator.cache.CaptureCache that keeps each captured call between runs."""
+    sdk.simulator.cache.CaptureCache that keeps each captured call between runs. `jobs`: worker
+    processes capturing the calls the cache does not hold (1: in this process); the result does
+    not depend on it. `progress(item)` is called as each (kernel, case, dtype) is done."""
     from .model import load_efficiencies
-    from .onchip import shared_bytes, staging_for, target_profile
+    from .onchip import target_profile
     eff = efficiencies or load_efficiencies()
     cases_out: list[dict] = []
     by_device = {d.name: {"device": d.name, "kernels": {}} for d in devices}
@@ -174,35 +253,139 @@ def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full
     for d in devices:
         profiles.setdefault(target_profile(d), []).append(d)
     order = sorted(profiles, key=lambda p: len(p[0]), reverse=True)
-    for spec in specs:
-        for case in _cases(spec, full):
-            for dtype in spec.dtypes:
-                if progress:
-                    progress(f"{spec.name}/{case.name}/{dtype}")
-                first = None  # the launches captured under the first (richest) profile
-                for i, profile in enumerate(order):
-                    if i > 0 and first is not None and not first.target_dependent and all(
-                            shared_bytes(c, staging_for(d)) <= d.max_program_bytes
-                            for c in first for d in profiles[profile]):
-                        launches = first
-                    else:
-                        launches = _captured(spec, case, dtype, profile, staging_for(profiles[profile][0]), cache)
-                        if isinstance(launches, str):  # a wrapper that cannot run without real data
-                            for d in profiles[profile]:
-                                _merge(by_device[d.name]["kernels"], spec.name, None, launches, dtype)
-                            continue
-                        if i == 0:
-                            first = launches
-                    for d in profiles[profile]:
-                        p = predict(launches, d, eff)
-                        row = {"kernel": spec.name, "group": spec.group, "case": case.name, "dtype": dtype,
-                               "device": d.name, **p.as_dict()}
-                        cases_out.append(row)
-                        _merge(by_device[d.name]["kernels"], spec.name, p, "", dtype)
+    from .onchip import staging_for
+    # what a capture needs of each profile's devices: how their compilers stage, what they hold
+    groups = [[(staging_for(d), d.max_program_bytes) for d in profiles[p]] for p in order]
+    items = [(spec, case, dtype) for spec in specs for case in _cases(spec, full) for dtype in spec.dtypes]
+    captured = _capture_items(items, order, groups, cache, jobs, progress)
+    for (spec, case, dtype), per_profile in zip(items, captured):
+        for profile, launches in zip(order, per_profile):
+            if isinstance(launches, str):  # a wrapper that cannot run without real data
+                for d in profiles[profile]:
+                    _merge(by_device[d.name]["kernels"], spec.name, None, launches, dtype)
+                continue
+            for d in profiles[profile]:
+                p = predict(launches, d, eff)
+                row = {"kernel": spec.name, "group": spec.group, "case": case.name, "dtype": dtype,
+                       "device": d.name, **p.as_dict()}
+                cases_out.append(row)
+                _merge(by_device[d.name]["kernels"], spec.name, p, "", dtype)
     return {"devices": [d.name for d in devices], "cases": cases_out, "by_device": by_device}
 
 
-def _captured(spec: KernelSpec, case, dtype: str, profile, staging, cache) -> "Captured | str":
+def _capture_item(spec: KernelSpec, case, dtype: str, order: list, groups: list, cache,
+                  cache_only: bool = False) -> "list | None":
+    """One item's captures, one per target profile in `order` (`groups[i]`: the (staging, bytes
+    one program may hold) of that profile's devices): the first profile's, and each other's
+    where the first depended on the target or does not fit one of its devices (else the first's,
+    shared). With `cache_only`: None unless `cache` holds every capture needed."""
+    from .onchip import shared_bytes
+    out, first = [], None
+    inputs = ItemInputs(spec, case, dtype)  # built at the first capture, shared by the next ones
+    for i, profile in enumerate(order):
+        if i > 0 and first is not None and not first.target_dependent and all(
+                shared_bytes(c, st) <= limit for c in first for st, limit in groups[i]):
+            out.append(first)
+            continue
+        if cache_only:
+            from .cache import item_key
+            launches = cache.peek(item_key(spec, case, dtype, profile)) if cache is not None else None
+            if launches is None:
+                return None
+        else:
+            launches = _captured(spec, case, dtype, profile, groups[i][0][0], cache, inputs)
+        if i == 0 and not isinstance(launches, str):
+            first = launches
+        out.append(launches)
+    return out
+
+
+def _capture_items(items: list, order: list, groups: list, cache, jobs: int, progress) -> list:
+    """Every item's captures (_capture_item), in item order: from the cache where it holds them,
+    the others captured by `jobs` worker processes (in this process when 1, or when the kernel is
+    not one a worker can find in the suite's registry)."""
+    out: list = [None] * len(items)
+    todo = []
+    for n, (spec, case, dtype) in enumerate(items):
+        hit = _capture_item(spec, case, dtype, order, groups, cache, cache_only=True) if cache is not None else None
+        if hit is not None:
+            cache.count_hits(sum(1 for i, x in enumerate(hit) if i == 0 or x is not hit[0]))
+            out[n] = hit
+            if progress:
+                progress(f"{spec.name}/{case.name}/{dtype}")
+        else:
+            todo.append(n)
+    remote = _in_registry([items[n] for n in todo]) if jobs > 1 and len(todo) > 1 else []
+    local = [n for n, ok in zip(todo, remote or [False] * len(todo)) if not ok]
+    if remote and any(remote):
+        failed = _capture_in_workers(items, [n for n, ok in zip(todo, remote) if ok], order, groups, cache,
+                                     jobs, progress, out)
+        local = sorted(local + failed)
+    for n in local:
+        spec, case, dtype = items[n]
+        if progress:
+            progress(f"{spec.name}/{case.name}/{dtype}")
+        out[n] = _capture_item(spec, case, dtype, order, groups, cache)
+    return out
+
+
+def _in_registry(items: list) -> list[bool]:
+    """Whether a worker process can find each item's kernel by name (a registered spec)."""
+    from ..conformance.spec import registered
+    suite = registered()
+    return [suite.get(spec.name) is spec for spec, _, _ in items]
+
+
+def _capture_in_workers(items: list, todo: list, order: list, groups: list, cache, jobs: int, progress,
+                        out: list) -> list:
+    """Capture items `todo` in `jobs` spawned processes, filling `out`; the indices a worker could
+    not finish (its process died) are returned, to be captured here."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+    directory = str(cache.dir) if cache is not None else None
+    ctx = multiprocessing.get_context("spawn")
+    left = set(todo)
+    try:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx, initializer=_worker_init) as pool:
+            futures = {}
+            # the library tier first: its calls run upstream wrappers whose inputs cost the most
+            # to build, and a long call started last would leave the other workers idle
+            for n in sorted(todo, key=lambda n: items[n][0].tier != "library"):
+                spec, case, dtype = items[n]
+                futures[pool.submit(_worker_capture, spec.name, case.name, dtype, order, groups, directory)] = n
+            for fut in as_completed(futures):
+                n = futures[fut]
+                per_profile, hits, misses = fut.result()
+                out[n] = per_profile
+                left.discard(n)
+                if cache is not None:
+                    cache.count_hits(hits)
+                    cache.misses += misses
+                if progress:
+                    spec, case, dtype = items[n]
+                    progress(f"{spec.name}/{case.name}/{dtype}")
+    except BrokenProcessPool:
+        pass
+    return sorted(left)
+
+
+def _worker_init() -> None:
+    torch.set_num_threads(1)  # one core per worker: the workers share the machine
+
+
+def _worker_capture(kernel: str, case_name: str, dtype: str, order: list, groups: list, directory):
+    """In a worker process: one item's captures, with the cache's hits and misses."""
+    from ..conformance.spec import registered
+    from .cache import CaptureCache
+    spec = registered()[kernel]
+    case = next(c for c in spec.cases if c.name == case_name)
+    cache = CaptureCache(directory) if directory is not None else None
+    per_profile = _capture_item(spec, case, dtype, order, groups, cache)
+    return per_profile, (cache.hits if cache else 0), (cache.misses if cache else 0)
+
+
+def _captured(spec: KernelSpec, case, dtype: str, profile, staging, cache, inputs=None) -> "Captured | str":
     """The call captured for a target profile (from `cache` where it holds it), or the line saying
     why it could not be."""
     key = None
@@ -213,7 +396,7 @@ def _captured(spec: KernelSpec, case, dtype: str, profile, staging, cache) -> "C
         if hit is not None:
             return hit
     try:
-        out = capture_case(spec, case, dtype, profile[0], dict(profile[1]), staging)
+        out = capture_case(spec, case, dtype, profile[0], dict(profile[1]), staging, inputs)
     except MemoryError:
         raise
     except Exception as exc:

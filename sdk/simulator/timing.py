@@ -183,6 +183,7 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     t_mx, padded_total = 0.0, 0.0
     tm, tn, tk = device.matrix.tile_mnk.value if device.matrix else (1, 1, 1)
     warps = warps_of(c, st)
+    decode = 0.0  # vector operations per program decoding microscaled dot operands
     for d in c.dots.values():
         if d.execs <= 0:
             continue
@@ -190,10 +191,12 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
         gm, gn, gk = MMA_SYNC_TILE if fallback else (tm, tn, tk)
         pm, pn, pk = (math.ceil(d.m / gm) * gm, math.ceil(d.n / gn) * gn, math.ceil(d.k / gk) * gk)
         padded = 2.0 * d.batch * pm * pn * pk * d.execs
-        rate, note = matrix_rate(device, d.operand, d.acc)
+        operand, per_exec = scaled_path(device, d)
+        decode += per_exec * d.execs
+        rate, note = matrix_rate(device, operand, d.acc)
         if note:
             notes.append(note)
-        key = _bits(d.operand)
+        key = _bits(operand)
         e = eff.matrix.get(key, 0.7)
         if fallback:
             e *= eff.matrix.get("sync_on_async", 0.6)  # a dot that cannot use the asynchronous path
@@ -210,6 +213,8 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     # vector work in a program that also runs dots sits between them (attention's softmax and
     # rescaling): the matrix unit idles meanwhile, and it runs at its own learned fraction
     between = eff.vector_between_dots if t_mx > 0 else 1.0
+    if decode:
+        t_vec += per_unit * decode / (vector_rate(device, "bf16") * eff.vector * between / U)
     for (unit, dtype, _), v in c.flops.items():
         if unit == "vector":
             t_vec += per_unit * v / (vector_rate(device, dtype) * eff.vector * between / U)
@@ -229,7 +234,7 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
 
     # ---- a program's serial path ----------------------------------------------------------------
     rounds = _latency_rounds(c, stages_of(c, st))
-    vec_ops = sum(v for (unit, _, _), v in c.flops.items() if unit in ("vector", "special"))
+    vec_ops = sum(v for (unit, _, _), v in c.flops.items() if unit in ("vector", "special")) + decode
     lanes = warps * st.warp_size if st.gpu else device.vector.lanes_per_unit.value
     t_issue = vec_ops / (max(lanes, 1) * device.clock_hz * eff.warp_ipc)
     chained = sum(d.execs for d in c.dots.values() if "computed" in (d.a_src, d.b_src))
@@ -247,6 +252,33 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     if floor > body:
         bound = "launch"
     return LaunchTime(floor + body, bound, terms, dram, l2_hit, padded_total, R, smem, sorted(set(notes)))
+
+
+#: device-model names of the element types of tt.dot_scaled operands
+SCALED_TYPES = {"e2m1": "fp4", "e4m3": "fp8e4m3", "e5m2": "fp8e5m2", "bf16": "bf16", "fp16": "fp16"}
+#: vector operations per decoded element where Triton decomposes a microscaled dot
+#: (DecomposeScaledBlocked): the upcast to the 16-bit compute type, the multiply by the broadcast
+#: scale, the select that makes a NaN scale's values NaN, and three layout conversions (the
+#: broadcast scale and the NaN mask into the values' layout, the values into the dot operand's);
+#: with fastMath the select and the mask's conversion are left out
+SCALED_DECODE_OPS, SCALED_DECODE_OPS_FAST = 6, 4
+
+
+def scaled_path(device: DeviceModel, d) -> tuple[str, float]:
+    """(the operand type a dot runs at, vector operations per execution decoding its operands).
+    A plain tt.dot: its own type, none. A tt.dot_scaled runs natively where both operands are
+    8-bit or narrower and the device's matrix unit has a rate for the narrower one (Blackwell's
+    microscaled MMA); elsewhere Triton upcasts the scaled operands and multiplies in bf16 / fp16."""
+    scaled = getattr(d, "scaled", ())
+    if not scaled:
+        return d.operand, 0.0
+    types = [SCALED_TYPES.get(t, t) for t in scaled]
+    if all(t not in ("bf16", "fp16") for t in types):
+        narrow = "fp4" if "fp4" in types else types[0]
+        if device.matrix_flops_per_s(narrow):
+            return narrow, 0.0
+    ops = SCALED_DECODE_OPS_FAST if getattr(d, "fast_math", False) else SCALED_DECODE_OPS
+    return d.operand, float(getattr(d, "decoded", 0)) * ops
 
 
 def strided_element_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, per_unit: int) -> float:

@@ -11,7 +11,7 @@ from sdk.device_models import load
 from sdk.simulator import analyse
 from sdk.simulator.analysis import DotSite, LaunchCounts
 from sdk.simulator.model import predict_launch
-from sdk.simulator.timing import SCALED_DECODE_OPS, Efficiencies, scaled_path, vector_rate
+from sdk.simulator.timing import SCALED_DECODE_OPS, Efficiencies, scaled_path
 
 
 @triton.jit
@@ -51,19 +51,20 @@ def test_the_scaled_dot_is_counted_transposed_with_its_decoded_operand():
     assert c.flops[("matrix", "bf16", "fp32")] == 2.0 * M * N * K
 
 
-def test_a_decomposed_scaled_dot_adds_the_decode_as_vector_work():
+def test_a_decomposed_scaled_dot_puts_the_decode_on_the_programs_serial_path():
     h100 = load("nvidia_h100")
-    eff = Efficiencies(vector=0.8, vector_between_dots=0.5)
+    eff = Efficiencies(warp_ipc=0.5, dram_latency_s=1e-9, program_overhead_s=0.0, dot_latency_s=1e-7)
     site = DotSite(m=64, n=16, k=64, batch=1, operand="bf16", acc="fp32", a_bytes=2048, b_bytes=2048,
                    a_src="computed", b_src="loop_load", loop=None, execs=10.0, scaled=("bf16", "e2m1"),
                    decoded=64 * 64)
     assert scaled_path(h100, site) == ("bf16", 64 * 64 * SCALED_DECODE_OPS)
     c = LaunchCounts("k", (h100.units, 1, 1), dots={1: site}, num_warps=4)
     p = predict_launch(c, h100, eff)
-    # one program per unit: the unit decodes 10 executions x 4096 elements x 6 operations, at its
-    # share of the bf16 vector rate, the vector efficiency and the fraction between dots
-    want = 10 * 4096 * SCALED_DECODE_OPS / (vector_rate(h100, "bf16") * 0.8 * 0.5 / h100.units)
-    assert math.isclose(p.terms["vector"], want, rel_tol=1e-9)
+    # one wave: the program's 4 warps (128 lanes) issue 10 x 4096 x 6 decode operations at 0.5 per
+    # clock, and each of its 10 dots waits on the decoded operand
+    want = 10 * 4096 * SCALED_DECODE_OPS / (128 * h100.clock_hz * 0.5) + 10 * 1e-7
+    assert math.isclose(p.terms["latency"], want, rel_tol=1e-9)
+    assert p.terms["vector"] == 0.0  # not against the unit's vector throughput
 
 
 def test_a_target_with_a_microscaled_matrix_unit_multiplies_fp4_natively():

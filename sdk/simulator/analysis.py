@@ -5,8 +5,9 @@ loop trip counts where the loop bounds follow from the scalar arguments, the pro
 the kernel loads from its (captured) tensor arguments; a bound that does not is counted once and
 the result is marked `estimated`. Bytes are the tensors loaded and stored (masks
 ignored), attributed to the tensor argument each pointer derives from, so that DRAM traffic can be
-capped at each argument's size (re-reads served on chip); flops are 2*M*N*K per tt.dot and one per
-element per floating-point op.
+capped at each argument's size (re-reads served on chip); flops are 2*M*N*K per tt.dot (and per
+tt.dot_scaled, at the type Triton multiplies it in, its microscaled operands' decode kept beside
+them) and one per element per floating-point op.
 
 Beside the totals, the structure that the on-chip and timing models need: every tt.dot with its
 shape and where each operand comes from (a load inside the dot's loop, which a GPU compiler

@@ -163,6 +163,15 @@ def test_the_interpreters_checks_keep_auto_on_the_interpreter(monkeypatch):
     assert t == "interp" and "the uninit check runs on the interpreter" in why and torch.equal(out, want)
 
 
+def test_the_reference_interpreter_under_auto_says_it_runs_what_is_not_compiled(monkeypatch):
+    monkeypatch.setattr(tiers, "COMPILE_SECONDS", 0.0)  # the batched interpreter would compile at once
+    for _ in range(2):
+        out, count, want = launch_stamp(8, 3, seed=17, cpu_tier="auto", cpu_interpreter="reference")
+        assert stats() == [("interp", "auto: the reference interpreter runs what is not compiled yet "
+                                      "(it counts no work)")]
+        assert torch.equal(out, want) and count.tolist() == [1, 1, 1]
+
+
 def test_a_bad_compile_cost_is_one_clear_error(monkeypatch):
     from sdk.errors import ConfigError
     monkeypatch.setenv("DAY0_CPU_AUTO_COMPILE_S", "soon")

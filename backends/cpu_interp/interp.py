@@ -8,6 +8,7 @@ runs under a per-program `active` mask (see control.py); spin-lock kernels run o
 """
 from __future__ import annotations
 
+import math
 import os
 from typing import Any, Callable
 
@@ -48,10 +49,7 @@ def _shape(value) -> tuple:
 
 
 def _numel(value) -> int:
-    n = 1
-    for d in _shape(value):
-        n *= int(d)
-    return n
+    return math.prod(_shape(value))
 
 
 class Program:

@@ -328,29 +328,26 @@ def load(artifact: bytes, source_file: str | None, table, cache: dict, checks: t
     module = parse(ttir)  # bytes: a corrupted artifact is a TTIRSyntaxError
     module.relocate(source_file)
     native, auto = None, None
-    if tier == "auto":
+    if tier == "auto":  # (the interpreter's checks never reach here: they make the llir stage refuse)
         from . import compiled
         from .compiled import jit
+        from .interp import Program as batched
         hit = jit.cached(compiled.cache_key(module, meta.get("bounds_check", True)))
-        if hit is not None and not checks:
+        if hit is not None:
             obj, meta, tier, detail = hit[0], hit[1], "compiled", AUTO_CACHED
-        else:
+        elif program is batched:
             auto, tier = meta, "interp"
+        else:
+            tier, detail = "interp", "auto: the reference interpreter runs what is not compiled yet (it counts no work)"
     if obj is not None:
         from .compiled.launch import NativeKernel
         native = NativeKernel(module, obj, meta)
     flags = {f"check_{c}": True for c in checks}
-    kernel = TieredKernel(module, native, lambda: program(module, table, flags), tier, detail,
-                          auto if program is _batched() and not checks else None)
+    kernel = TieredKernel(module, native, lambda: program(module, table, flags), tier, detail, auto)
     if native is None:
         kernel.interp()  # built now: a bad attribute fails at load as before
     cache[key] = kernel
     return kernel
-
-
-def _batched():
-    from .interp import Program
-    return Program
 
 
 __all__ = ["CpuOptions", "resolve", "lower", "load", "TieredKernel", "Stats", "DEFAULT_TIER"]

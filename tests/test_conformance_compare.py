@@ -29,8 +29,9 @@ def whole(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> tuple[bool, d
             stats["reason"] = f"{int((diff != 0).sum())} element(s) differ from a bit-exact reference"
         return same, stats
     o, r = out.double(), ref.double()
-    if not torch.isfinite(o).all() and torch.isfinite(r).all():
-        return False, {"reason": f"{int((~torch.isfinite(o)).sum())} non-finite element(s) (unwritten or "
+    unwritten = ~torch.isfinite(o) & torch.isfinite(r)
+    if bool(unwritten.any()):
+        return False, {"reason": f"{int(unwritten.sum())} non-finite element(s) (unwritten or "
                                  "overflowed)", "max_abs": math.inf}
     finite = torch.isfinite(r)
     diff = torch.where(finite, (o - r).abs(), torch.zeros_like(o))
@@ -212,3 +213,51 @@ def test_an_alternative_reference_accepts_either_value_of_an_open_element_and_no
     near = ref.float() + 1e-4  # under a tolerance each element is judged against the nearer value
     assert compare(near, check.either(near, ref, alt), Tolerance(atol=1e-3))[0]
     assert check.either(out, ref, None) is ref
+
+
+@pytest.mark.parametrize("tol", ["tol", "rmse"])
+@pytest.mark.parametrize("poison", [math.nan, math.inf])
+def test_a_poisoned_element_fails_even_where_the_reference_has_infinities_elsewhere(monkeypatch, tol, poison):
+    """An element the kernel never wrote keeps its poison: it must fail wherever its reference is
+    finite, also when other reference elements are -inf (masked logits) or NaN."""
+    monkeypatch.setattr(check, "COMPARE_PIECE", 61)
+    gen = torch.Generator().manual_seed(21)
+    ref = torch.randn(24, 40, generator=gen, dtype=torch.float64)
+    ref[ref < -1.0] = -math.inf
+    ref[0, 0] = math.nan
+    out = ref.float()
+    assert compare(out, ref, TOLS[tol])[0]
+    finite = torch.isfinite(ref.view(-1)).nonzero().flatten()
+    out.view(-1)[finite[-5:]] = poison  # the tail of the last row: a masked tail left unwritten
+    ok, stats = compare(out, ref, TOLS[tol])
+    assert not ok and stats["reason"] == "5 non-finite element(s) (unwritten or overflowed)"
+    assert (ok, stats) == whole(out, ref, TOLS[tol])
+
+
+def test_run_case_fails_an_output_row_the_launch_never_writes():
+    """End to end through run_case: the outputs are poisoned before the launch, so a launch that
+    skips the last row fails, though the reference holds -inf elsewhere."""
+    from sdk.conformance.check import run_case
+    from sdk.conformance.spec import Case, KernelSpec
+
+    def make_inputs(case, dtype, device, gen):
+        x = torch.randn(case.params["rows"], 33, generator=gen).to(dtype)
+        return {"x": x, "out": torch.empty_like(x)}
+
+    def reference(inp, case):
+        x = inp["x"].double()
+        return {"out": torch.where(x < -1.2, torch.full_like(x, -math.inf), x * 2)}
+
+    def run(inp, case, skip_last=False):
+        ref = reference(inp, case)["out"].to(inp["out"].dtype)
+        rows = ref.shape[0] - 1 if skip_last else ref.shape[0]
+        inp["out"][:rows] = ref[:rows]
+
+    cases = (Case("r9", {"rows": 9}),)
+    common = dict(group="test", models=(), cases=cases, dtypes=("fp32",), make_inputs=make_inputs,
+                  reference=reference, outputs=("out",), tolerance={"fp32": Tolerance(atol=1e-6, rtol=1e-6)})
+    good = KernelSpec(name="masked_rows_ok", run=run, **common)
+    bad = KernelSpec(name="masked_rows_tail", run=lambda inp, case: run(inp, case, skip_last=True), **common)
+    assert run_case(good, cases[0], "fp32", "cpu").status == "pass"
+    v = run_case(bad, cases[0], "fp32", "cpu")
+    assert v.status == "fail" and "non-finite" in v.detail

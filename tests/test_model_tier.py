@@ -163,3 +163,126 @@ def test_a_library_is_credited_only_with_kernels_that_ran():
     liger = {"name": "_swiglu_forward_kernel", "origin": "liger", "launches": 1}
     assert _libraries_used([liger], ["liger_kernel", "fla"]) == (
         "; library kernels from liger; fla imported, none of its kernels ran")
+
+
+# ------------------------------------------------------- configs as published (field names, layer lists)
+def _plan_config(tmp_path: Path, name: str, cfg: dict):
+    (job,) = plan([str(_write(tmp_path, name, cfg))], "cpu_interp", ["fp32"], ["prefill", "decode"])
+    return job
+
+
+def _built(job):
+    """The scaled config as transformers builds it, and the model's module class names."""
+    from sdk.modeltier.worker import build
+    model, config = build(job.spec())
+    return config, {type(m).__name__ for m in model.modules()}
+
+
+def test_fields_stored_under_their_own_names_are_scaled(tmp_path):
+    """GPT-2 stores the width, heads and depth as n_embd, n_head, n_layer (the config class's
+    attribute_map): the rule reads them through those aliases, keeps the head dim 64."""
+    gpt2 = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 768, "n_head": 12,
+            "n_layer": 12, "n_positions": 1024, "vocab_size": 50257, "activation_function": "gelu_new"}
+    job = _plan_config(tmp_path, "gpt2", gpt2)
+    c = job.config
+    assert c["n_layer"] == 2 and c["n_embd"] < 768 and c["n_embd"] // c["n_head"] == 64, c
+    assert "hidden_size" not in c and "num_hidden_layers" not in c  # written back under the config's names
+    assert any(n.startswith("n_embd: 768 ->") for n in job.notes)
+    config, _ = _built(job)
+    assert config.hidden_size == c["n_embd"] and config.num_hidden_layers == 2
+
+
+def test_width_is_a_multiple_of_the_heads_where_the_head_dim_is_explicit(tmp_path):
+    """20 query heads over 4 KV heads (GQA 5) with head_dim 128: 5 heads of 128 over a width the
+    heads divide (transformers checks it for this architecture)."""
+    arcee = {"model_type": "arcee", "architectures": ["ArceeForCausalLM"], "hidden_size": 2560, "head_dim": 128,
+             "num_attention_heads": 20, "num_key_value_heads": 4, "intermediate_size": 18432,
+             "num_hidden_layers": 36, "vocab_size": 128004, "hidden_act": "relu2"}
+    job = _plan_config(tmp_path, "afm", arcee)
+    c = job.config
+    assert c["num_attention_heads"] == 5 and c["num_key_value_heads"] == 1 and c["head_dim"] == 128
+    assert c["hidden_size"] % 5 == 0 and c["hidden_size"] % 8 == 0 and c["hidden_size"] < 2560
+    _built(job)  # transformers accepts it
+
+
+def test_a_list_of_attention_layer_indices_keeps_an_attention_layer(tmp_path):
+    """Bamba-9B names its attention layers by index (9, 18, 27 of 32): two layers keep one Mamba-2
+    layer and one attention layer, in that order."""
+    bamba = {"model_type": "bamba", "architectures": ["BambaForCausalLM"], "hidden_size": 4096,
+             "num_hidden_layers": 32, "attn_layer_indices": [9, 18, 27], "num_attention_heads": 32,
+             "num_key_value_heads": 8, "intermediate_size": 14336, "mamba_n_heads": 128, "mamba_d_head": 64,
+             "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_expand": 2, "mamba_d_conv": 4,
+             "mamba_chunk_size": 256, "vocab_size": 128256}
+    job = _plan_config(tmp_path, "bamba", bamba)
+    c = job.config
+    assert c["num_hidden_layers"] == 2 and c["attn_layer_indices"] == [1]
+    assert c["mamba_n_heads"] * c["mamba_d_head"] == c["mamba_expand"] * c["hidden_size"]
+    config, classes = _built(job)
+    assert config.layers_block_type == ["mamba", "attention"]
+    assert any("Attention" in n for n in classes) and any("Mixer" in n for n in classes), classes
+
+
+def test_index_lists_follow_a_truncated_layer_list_and_ssm_heads_follow_the_width(tmp_path):
+    """Zamba2: the hybrid layer ids follow the layer-type prefix; the Mamba heads (n_mamba_heads,
+    head dim 64 kept) and the attention width (2 x hidden, stored in the config) follow the width."""
+    ids = [6, 12, 18, 24, 30, 36, 42, 47, 51]
+    zamba2 = {"model_type": "zamba2", "architectures": ["Zamba2ForCausalLM"], "hidden_size": 2560,
+              "num_hidden_layers": 54, "hybrid_layer_ids": ids,
+              "layers_block_type": ["hybrid" if i in ids else "mamba" for i in range(54)],
+              "mamba_d_state": 64, "mamba_expand": 2, "mamba_ngroups": 1, "n_mamba_heads": 80,
+              "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 10240,
+              "num_mem_blocks": 2, "vocab_size": 32000}
+    job = _plan_config(tmp_path, "zamba2", zamba2)
+    c = job.config
+    assert c["num_hidden_layers"] == 7 and c["hybrid_layer_ids"] == [6] and c["layers_block_type"][6] == "hybrid"
+    config, _ = _built(job)
+    assert config.mamba_headdim == 64 and config.n_mamba_heads * 64 == 2 * config.hidden_size
+    assert config.attention_hidden_size == 2 * config.hidden_size
+
+
+def test_the_published_window_name_and_pattern_list_are_scaled(tmp_path):
+    """RecurrentGemma's window is attention_window_size (an alias of sliding_window) and its
+    layer pattern block_types (recurrent, recurrent, attention): three layers and an 8-token window."""
+    rg = {"model_type": "recurrent_gemma", "hidden_size": 2560, "lru_width": 2560, "num_hidden_layers": 26,
+          "block_types": ["recurrent", "recurrent", "attention"], "attention_window_size": 2048,
+          "num_attention_heads": 10, "num_key_value_heads": 1, "head_dim": 256, "intermediate_size": 15360,
+          "vocab_size": 256000}
+    c = _plan_config(tmp_path, "rg", rg).config
+    assert c["num_hidden_layers"] == 3 and c["attention_window_size"] == 8
+    assert c["lru_width"] == c["hidden_size"] < 2560
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({"model_type": "bert", "architectures": ["BertForMaskedLM"]}, "is an encoder"),
+    ({"model_type": "t5", "is_encoder_decoder": True}, "encoder-decoder"),
+    ({"model_type": "vit"}, "no causal language model"),
+    ({"model_type": "llama", "hidden_size": "wide"}, "transformers rejects this llama config"),
+])
+def test_configs_the_tier_cannot_run_are_refused_in_one_line(tmp_path, cfg, message):
+    from sdk.errors import ConfigError
+    with pytest.raises(ConfigError) as err:
+        plan([str(_write(tmp_path, "m", cfg))], "cpu_interp", ["fp32"], ["prefill"])
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_decoder_built_as_a_bert_decoder_is_accepted(tmp_path):
+    """is_decoder makes a BERT-family config a causal decoder with a cache: not refused."""
+    (job,) = plan([str(_write(tmp_path, "m", {"model_type": "bert", "is_decoder": True}))], "cpu_interp",
+                  ["fp32"], ["prefill"])
+    assert job.model_type == "bert"
+
+
+def test_a_model_that_returns_no_cache_is_said_so_before_decode():
+    """transformers' RecurrentGemma keeps no cache in its output: the decode step says why it
+    cannot run instead of failing on a missing attribute."""
+    from transformers import RecurrentGemmaConfig
+    from sdk.modeltier.worker import build, forward, inputs
+    (mt, cfg) = text_config(RecurrentGemmaConfig(hidden_size=64, lru_width=64, num_hidden_layers=3,
+                                                 num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+                                                 intermediate_size=128, vocab_size=256).to_dict())
+    spec = {"config": {**cfg, "model_type": mt}, "seed": 0, "dtype": "fp32", "batch": 1, "tokens": 6}
+    model, config = build(spec)
+    ids, nxt = inputs(spec, config.vocab_size)
+    assert forward(model, ids, nxt, ["prefill"])["prefill"].isfinite().all()
+    with pytest.raises(RuntimeError, match="returned no cache from the prefill"):
+        forward(model, ids, nxt, ["prefill", "decode"])

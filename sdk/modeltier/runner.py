@@ -62,6 +62,14 @@ def _safe_name(name: str) -> str:
 def text_config(raw: dict) -> tuple[str, dict]:
     """(text model_type, full config dict with defaults) through transformers' config classes.
     A multimodal config yields its text model."""
+    mt, text = _text_config(raw)
+    return mt, text.to_dict()
+
+
+def _text_config(raw: dict):
+    """(text model_type, the text model's transformers config object); ConfigError for a config
+    the model tier cannot run as a causal language model (an encoder, an encoder-decoder, a
+    model without a text decoder), said in one line."""
     from transformers import CONFIG_MAPPING
     if not isinstance(raw, dict):
         raise ConfigError("a model config must be a JSON object")
@@ -75,8 +83,24 @@ def text_config(raw: dict) -> tuple[str, dict]:
         full = CONFIG_MAPPING[mt](**{k: v for k, v in raw.items() if k != "model_type"})
         text = full.get_text_config()
     except Exception as exc:  # transformers' own validation of the config's values
-        raise ConfigError(f"transformers rejects this {mt} config: {type(exc).__name__}: {exc}") from None
-    return text.model_type, text.to_dict()
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise ConfigError(f"transformers rejects this {mt} config: {why[:400]}") from None
+    _check_decoder(mt, full, text)
+    return text.model_type, text
+
+
+def _check_decoder(mt: str, full, text) -> None:
+    """The model tier runs causal language models (a prefill, then a decode step with the cache)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+    what = "the model tier runs decoder-only language models (a prefill, then decode steps with a cache)"
+    if getattr(full, "is_encoder_decoder", False) or getattr(text, "is_encoder_decoder", False):
+        raise ConfigError(f"model_type '{mt}' is an encoder-decoder model; {what}")
+    tmt = text.model_type
+    if tmt not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and (tmt == mt or tmt not in MODEL_MAPPING_NAMES):
+        raise ConfigError(f"model_type '{mt}' has no causal language model in the installed transformers; {what}")
+    if "add_cross_attention" in text.to_dict() and not getattr(text, "is_decoder", True):
+        raise ConfigError(f"this {mt} config is an encoder (is_decoder is false: it attends both ways and "
+                          f"keeps no cache); {what}")
 
 
 def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -> list[Job]:
@@ -92,8 +116,8 @@ def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -
     jobs = []
     for item in models:
         name, source, raw = _read_config(item)
-        mt, cfg = text_config(raw)
-        scaled, notes = scale(cfg)
+        mt, text = _text_config(raw)
+        scaled, notes = scale(text.to_dict(), getattr(type(text), "attribute_map", None))
         scaled["model_type"] = mt
         for dtype in dtypes:
             jobs.append(Job(name, source, mt, scaled, notes, dtype, tuple(m for m in MODES if m in modes),

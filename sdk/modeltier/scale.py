@@ -5,16 +5,19 @@ Kept as published: head dimensions (attention, MLA latent and rope parts, linear
 value heads), the GQA ratio, top-k and routing type (softmax / sigmoid, groups, correction bias),
 linear-attention key:value head ratio, conv width, SSM state size and chunk size, activation, norm
 type and eps, RoPE variant, scaling and partial rotary factor, logit softcaps, sinks.
-Shrunk: width (hidden 128, or heads x head_dim where the head dim derives from the width), MLP and
-expert widths, head counts (down to the GQA ratio), expert count (at least 2 x top-k, whole groups),
-depth (one period of the layer pattern: every layer type at least once), vocabulary (512), sliding
-windows and attention chunks (8 tokens, so a short prompt crosses them).
+Shrunk: width (hidden 128, a multiple of the head count, or heads x head_dim where the head dim
+derives from the width; other widths that are 1-4 x the hidden size follow it), MLP and expert widths,
+head counts (down to the GQA ratio), expert count (at least 2 x top-k, whole groups), depth (one
+period of the layer pattern: every layer type at least once; lists of layer indices follow), vocabulary
+(512), sliding windows and attention chunks (8 tokens, so a short prompt crosses them).
+Field names are read through the config class's own aliases (`n_embd` is the hidden size).
 Dropped: quantization (weights are random and built in the run's dtype); multimodal towers (the
 text model runs).
 """
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 HIDDEN = 128
@@ -27,7 +30,11 @@ _TOPK_KEYS = ("num_experts_per_tok", "moe_topk", "experts_per_token")
 _MLP_KEYS = ("intermediate_size", "intermediate_size_mlp")
 _EXPERT_WIDTH_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size",
                       "moe_shared_expert_intermediate_size", "shared_intermediate_size")
-_LAYER_LIST_KEYS = ("layer_types", "layers_block_type")
+_LAYER_LIST_KEYS = ("layer_types", "layers_block_type", "block_types")
+#: a list of layer indices (attention layers of a hybrid, dense layers of an MoE ...)
+_INDEX_LIST_NAME = re.compile(r"(layer|idx|indices)")
+#: another width that equals the hidden size in the published config follows the new width
+_WIDTH_NAME = re.compile(r"(_dim|_dim_out|_width|_hidden_size)$")
 _TOKEN_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
                "image_token_id", "video_token_id", "boi_token_id", "eoi_token_id")
 
@@ -37,15 +44,22 @@ def describe() -> str:
     return " ".join(line.strip() for line in __doc__.splitlines()[3:] if line.strip())
 
 
-def scale(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def scale(cfg: dict[str, Any], aliases: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
     """(scaled config, one line per change). `cfg` is a text model's full config dict (defaults
-    filled in by its transformers config class)."""
+    filled in by its transformers config class); `aliases` is that class's `attribute_map` (the
+    common name -> the field this config stores it in, e.g. "hidden_size" -> "n_embd")."""
     d = dict(cfg)
     notes: list[str] = []
+    # read and write the common names; the config's own field names come back at the end
+    # (not the head dim: stored under another name it is derived from the width, as in Zamba2)
+    stored = {common: field for common, field in (aliases or {}).items()
+              if field in d and common not in d and common != field and common != "head_dim"}
+    for common, field in stored.items():
+        d[common] = d.pop(field)
 
     def put(key: str, value: Any) -> None:
         if key in d and d[key] != value:
-            notes.append(f"{key}: {_short(d[key])} -> {_short(value)}")
+            notes.append(f"{stored.get(key, key)}: {_short(d[key])} -> {_short(value)}")
         d[key] = value
 
     for key in ("quantization_config",):
@@ -64,11 +78,18 @@ def scale(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         new_n = new_kv * ratio
         if not explicit_head_dim and isinstance(hidden, int):
             new_hidden = new_n * (hidden // n)  # the head dim derives from the width: keep it
+        else:  # a width the heads divide (config classes check it), rounded to 8
+            step = math.lcm(new_n, 8)
+            new_hidden = step * math.ceil(HIDDEN / step)
         put("num_attention_heads", new_n)
         if d.get("num_key_value_heads") is not None:
             put("num_key_value_heads", new_kv)
     if isinstance(hidden, int):
         put("hidden_size", new_hidden)
+        for key, value in list(d.items()):  # e.g. a projection width, or Zamba2's attention width 2 x hidden
+            if key != "hidden_size" and "head" not in key and _WIDTH_NAME.search(key) and type(value) is int \
+                    and value % hidden == 0 and 1 <= value // hidden <= 4:
+                put(key, value // hidden * new_hidden)
     for key in _MLP_KEYS:
         if isinstance(d.get(key), int):
             put(key, 2 * new_hidden)
@@ -105,6 +126,8 @@ def scale(cfg: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
     # ------------------------------------------------------------------------------------ depth
     _scale_depth(d, put, notes)
+    for common, field in stored.items():
+        d[field] = d.pop(common)
     return d, notes
 
 
@@ -124,9 +147,9 @@ def _scale_experts(d: dict, put) -> None:
 
 def _scale_ssm(d: dict, put, hidden: int) -> None:
     mt = d.get("model_type")
-    heads_key = next((k for k in ("mamba_num_heads", "mamba_n_heads") if isinstance(d.get(k), int)),
+    heads_key = next((k for k in ("mamba_num_heads", "mamba_n_heads", "n_mamba_heads") if isinstance(d.get(k), int)),
                      "num_heads" if mt == "mamba2" else None)
-    hd_key = next((k for k in ("mamba_head_dim", "mamba_d_head") if isinstance(d.get(k), int)),
+    hd_key = next((k for k in ("mamba_head_dim", "mamba_d_head", "mamba_headdim") if isinstance(d.get(k), int)),
                   "head_dim" if mt == "mamba2" else None)
     if heads_key is None or hd_key is None:
         if isinstance(d.get("mamba_dt_rank"), int):  # Mamba-1 (Jamba): dt rank follows the width
@@ -135,7 +158,7 @@ def _scale_ssm(d: dict, put, hidden: int) -> None:
     expand = next((d[k] for k in ("mamba_expand", "expand") if isinstance(d.get(k), (int, float))), 2)
     head_dim = d[hd_key]
     heads = max(2, int(expand * hidden) // head_dim)
-    gkey = next((k for k in ("mamba_n_groups", "n_groups") if isinstance(d.get(k), int)), None)
+    gkey = next((k for k in ("mamba_n_groups", "n_groups", "mamba_ngroups") if isinstance(d.get(k), int)), None)
     if gkey is not None:
         groups = min(d[gkey], 2)
         while heads % groups:
@@ -149,6 +172,7 @@ def _scale_ssm(d: dict, put, hidden: int) -> None:
 def _scale_depth(d: dict, put, notes: list[str]) -> None:
     old = d.get("num_hidden_layers")
     lkey = next((k for k in _LAYER_LIST_KEYS if isinstance(d.get(k), list) and d[k]), None)
+    index_lists = [k for k in d if _INDEX_LIST_NAME.search(k) and _is_index_list(d[k], old)]
     if lkey is not None:
         types = d[lkey]
         want = set(map(str, types))
@@ -159,6 +183,14 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
         put("hybrid_override_pattern", pattern[:layers])
     elif isinstance(d.get("attn_layer_offset"), int):  # Jamba: attention and MoE layers by period
         layers = max(d["attn_layer_offset"], d.get("expert_layer_offset") or 0) + 1
+    elif index_lists:  # one layer of each kind the index lists make, in the order they first appear
+        kinds = [tuple(i in set(d[k]) for k in index_lists) for i in range(old)]
+        firsts = [i for i in range(old) if kinds[i] not in kinds[:i]]
+        if len(firsts) == 1:
+            firsts.append(firsts[0] + 1)
+        for key in index_lists:
+            put(key, [j for j, i in enumerate(firsts) if kinds[i][index_lists.index(key)]])
+        layers = len(firsts)
     else:
         layers = 2
     if isinstance(d.get("first_k_dense_replace"), int) and d["first_k_dense_replace"] > 0:
@@ -168,7 +200,7 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
     if isinstance(old, int):
         layers = min(layers, old)
     for key, value in list(d.items()):
-        if key == "moe_layers" and isinstance(value, list):
+        if (key == "moe_layers" and isinstance(value, list)) or key in index_lists:
             put(key, [i for i in value if isinstance(i, int) and i < layers])
         elif isinstance(value, list) and isinstance(old, int) and len(value) == old and old > layers:
             d[key] = value[:layers]
@@ -178,6 +210,13 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
         d[lkey] = d[lkey][:layers]
     if "num_hidden_layers" in d:
         put("num_hidden_layers", layers)
+
+
+def _is_index_list(value: Any, layers: Any) -> bool:
+    """A strictly increasing list of layer indices, some layers left out (a 0/1 per-layer list is not)."""
+    return (isinstance(value, list) and isinstance(layers, int) and 0 < len(value) < layers
+            and all(type(i) is int and 0 <= i < layers for i in value)
+            and all(a < b for a, b in zip(value, value[1:])))
 
 
 def _short(value: Any) -> str:

@@ -64,7 +64,11 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None) -> dict[str, Any]:
             first = model(ids, use_cache=True)
         out["prefill"] = _output(first)
         if "decode" in modes:
-            cache_key = "past_key_values" if getattr(first, "past_key_values", None) is not None else "cache_params"
+            cache_key = next((k for k in ("past_key_values", "cache_params") if getattr(first, k, None) is not None),
+                             None)
+            if cache_key is None:
+                raise RuntimeError(f"transformers' {type(model).__name__} returned no cache from the prefill "
+                                   "(use_cache=True): a decode step has nothing to continue")
             kwargs = {cache_key: getattr(first, cache_key), "use_cache": True}
             if "cache_position" in params:
                 kwargs["cache_position"] = torch.tensor([ids.shape[1]], device=ids.device)

@@ -1,0 +1,271 @@
+"""Run `day0 model` on every config.json of a directory and tabulate what happened.
+
+    python scripts/model_sweep.py CONFIG_DIR --out results/cpu_interp/model_sweep [--force]
+        [--backend cpu_interp] [--dtype fp32] [--mode prefill,decode] [--timeout 600] [--jobs 1]
+        [--only NAME,..]
+
+CONFIG_DIR holds configs as a user downloads them: `NAME/config.json` (a model repository's
+folder) or `NAME.json`. Each config runs as one `day0 model CONFIG` command of its own (its own
+processes, one timeout per model). Per config the sweep keeps the command's exit code, wall time,
+the status of every (mode, dtype) record it wrote and the one-line reason of anything that did not
+pass, and sorts every outcome into a class:
+
+  pass          every record passed
+  refused       the command said why in one line and exited 2 (bad input, or an architecture
+                the installed transformers cannot build as a causal language model)
+  eager         transformers' own eager model failed on the CPU (the reference)
+  unsupported   kernels need ops the backend lacks (every op listed in the records)
+  day0          anything else: a mismatch with eager, a kernel fault, a crash, a timeout, a
+                traceback or an exit code other than 0, 1 and 2 (a day0 bug until shown otherwise)
+
+Writes OUT.md (a table) and OUT.json (the same facts, with versions and the configs' model types),
+atomically; refuses to overwrite them without --force. Exit status: 0 when no outcome is of class
+`day0`, 1 when one is, 2 on a bad argument (one line).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sdk.errors import ConfigError  # noqa: E402
+from sdk.fileio import atomic_write_text, json_text, read_bytes  # noqa: E402
+
+CLASSES = ("pass", "refused", "eager", "unsupported", "day0")
+MAX_CONFIG_BYTES = 16 << 20
+GRACE_S = 120.0   # the command's own start-up and result writing, beyond the model's --timeout
+
+
+@dataclass
+class Outcome:
+    """One config's `day0 model` run."""
+
+    name: str
+    path: str
+    model_type: str
+    architectures: list[str]
+    sha256: str
+    exit_code: int | str = ""
+    wall_s: float = 0.0
+    cls: str = "day0"
+    reason: str = ""
+    records: list[dict] = field(default_factory=list)   # mode, dtype, status, rmse, kernels, detail
+
+
+def find_configs(folder: Path, only: set[str] | None) -> list[tuple[str, Path]]:
+    """(name, path) of every config under `folder`: NAME/config.json and NAME.json, by name."""
+    found: dict[str, Path] = {}
+    for path in sorted(folder.glob("*/config.json")):
+        found[path.parent.name] = path
+    for path in sorted(folder.glob("*.json")):
+        found.setdefault(path.stem, path)
+    if only is not None:
+        missing = sorted(only - set(found))
+        if missing:
+            raise ConfigError(f"--only names configs not in {folder}: {', '.join(missing)}")
+        found = {k: v for k, v in found.items() if k in only}
+    return sorted(found.items())
+
+
+def _describe(name: str, path: Path) -> Outcome:
+    data = read_bytes(path, "config", MAX_CONFIG_BYTES)
+    try:
+        cfg = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        cfg = None
+    mt = cfg.get("model_type") if isinstance(cfg, dict) else None
+    arch = cfg.get("architectures") if isinstance(cfg, dict) else None
+    return Outcome(name, str(path), mt if isinstance(mt, str) else "?",
+                   [a for a in arch if isinstance(a, str)] if isinstance(arch, list) else [],
+                   hashlib.sha256(data).hexdigest()[:16])
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def run_one(outcome: Outcome, args: argparse.Namespace, scratch: Path) -> Outcome:
+    """Run `day0 model` on one config and fill in `outcome`."""
+    from sdk.conformance.results import load_results
+    results = scratch / f"{outcome.name}.jsonl"
+    cmd = [sys.executable, "-m", "sdk.cli", "model", outcome.path, "--backend", args.backend,
+           "--dtype", args.dtype, "--mode", args.mode, "--timeout", str(args.timeout),
+           "--out", str(results), "--force"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=ROOT, env=env,
+                              timeout=args.timeout + GRACE_S, start_new_session=True)
+        code, err = proc.returncode, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, err = "timeout", (exc.stderr or b"").decode("utf-8", "replace") if isinstance(exc.stderr, bytes) \
+            else (exc.stderr or "")
+    outcome.wall_s = round(time.monotonic() - t0, 1)
+    outcome.exit_code = code
+    records = []
+    if results.exists():
+        try:
+            records = list(load_results(results).records)
+        except Exception as exc:  # a half-written file: the run itself says what went wrong
+            outcome.reason = f"results unreadable: {exc}"
+    for r in records:
+        outcome.records.append({"mode": r.case, "dtype": r.dtype, "status": r.status,
+                                "rmse": r.rmse, "kernels": len(r.kernels), "detail": r.detail})
+    outcome.cls, why = classify(code, err, outcome.records)
+    outcome.reason = outcome.reason or why
+    return outcome
+
+
+def classify(code: int | str, stderr: str, records: list[dict]) -> tuple[str, str]:
+    """(class, one-line reason) of one command's outcome (see the module docstring)."""
+    if "Traceback (most recent call last)" in stderr:
+        return "day0", f"traceback: {_last_line(stderr)[:300]}"
+    if code == 2:  # one line, besides transformers' own log lines ("[transformers] ...")
+        lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("[")]
+        if len(lines) != 1 or "error:" not in lines[0]:
+            return "day0", f"exit 2 without exactly one error line: {' / '.join(lines)[:300]}"
+        return "refused", lines[0].split("error:", 1)[1].strip()
+    if code == "timeout":
+        return "day0", "the command did not finish within --timeout plus its start-up"
+    if code not in (0, 1):
+        return "day0", f"exit code {code}: {_last_line(stderr)[:300]}"
+    if not records:
+        return "day0", f"exit {code} with no results: {_last_line(stderr)[:300]}"
+    bad = [r for r in records if r["status"] != "pass"]
+    if not bad:
+        return ("pass", "") if code == 0 else ("day0", "every record passed but the command exited 1")
+    if code == 0:
+        return "day0", "a record did not pass but the command exited 0"
+    first = bad[0]
+    reason = f"{first['mode']}/{first['dtype']} {first['status']}: {first['detail']}"[:400]
+    if all(r["detail"].startswith("eager reference failed") for r in bad):
+        return "eager", reason
+    if all(r["status"] == "unsupported" for r in bad):
+        return "unsupported", reason
+    return "day0", reason
+
+
+# ---------------------------------------------------------------------------------- writing
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+    out = {"python": sys.version.split()[0]}
+    for dist in ("torch", "triton", "transformers"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def summary(outcomes: list[Outcome]) -> dict[str, int]:
+    return {c: sum(o.cls == c for o in outcomes) for c in CLASSES}
+
+
+def to_json(outcomes: list[Outcome], args: argparse.Namespace, total_s: float) -> str:
+    return json_text({
+        "config_dir": str(args.config_dir), "backend": args.backend, "dtype": args.dtype, "mode": args.mode,
+        "timeout_s": args.timeout, "jobs": args.jobs, "versions": versions(), "total_s": round(total_s, 1),
+        "counts": summary(outcomes), "models": [asdict(o) for o in outcomes]}, indent=1) + "\n"
+
+
+def _cell(text: str) -> str:
+    return re.sub(r"\s+", " ", text).replace("|", "\\|")
+
+
+def to_markdown(outcomes: list[Outcome], args: argparse.Namespace, total_s: float) -> str:
+    v = versions()
+    counts = summary(outcomes)
+    lines = [f"# `day0 model` sweep: {len(outcomes)} configs on {args.backend}", "",
+             f"transformers {v['transformers']}, torch {v['torch']}, triton {v['triton']}; dtype {args.dtype}, "
+             f"modes {args.mode}; one `day0 model CONFIG` per config (timeout {args.timeout:g} s, {args.jobs} at "
+             f"a time); {total_s / 60:.1f} min in all.", "",
+             "counts: " + ", ".join(f"{c} {n}" for c, n in counts.items()), "",
+             "| config | model_type | class | exit | wall s | records | reason |",
+             "|---|---|---|---|---|---|---|"]
+    for o in outcomes:
+        recs = ", ".join(f"{r['mode']}/{r['dtype']} {r['status']}" for r in o.records) or "-"
+        lines.append(f"| {_cell(o.name)} | {_cell(o.model_type)} | {o.cls} | {o.exit_code} | {o.wall_s:.0f} "
+                     f"| {recs} | {_cell(o.reason)[:300]} |")
+    lines += ["", "classes: pass = every (mode, dtype) runs and matches eager; refused = one line, exit 2; "
+              "eager = transformers' eager model fails on the CPU; unsupported = ops the backend lacks; "
+              "day0 = a day0 bug until shown otherwise.", ""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------- main
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> None:
+            self.exit(2, f"model_sweep: error: {message}\n")
+
+    p = Parser(prog="model_sweep", description=__doc__.splitlines()[0])
+    p.add_argument("config_dir", type=Path, help="a folder of NAME/config.json or NAME.json files")
+    p.add_argument("--out", required=True, metavar="PREFIX", help="writes PREFIX.md and PREFIX.json")
+    p.add_argument("--backend", default="cpu_interp")
+    p.add_argument("--dtype", default="fp32", help="one dtype or a comma list (fp32, bf16, fp16)")
+    p.add_argument("--mode", default="prefill,decode")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per model (default 600)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="configs run at once (default 1)")
+    p.add_argument("--only", metavar="NAME,..", help="run only these configs (by folder or file name)")
+    p.add_argument("--force", action="store_true", help="overwrite existing PREFIX.md / PREFIX.json")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if not args.config_dir.is_dir():
+            raise ConfigError(f"{args.config_dir} is not a directory")
+        if not 0 < args.timeout < 1e6:
+            raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout:g}")
+        if args.jobs < 1:
+            raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
+        only = {n.strip() for n in args.only.split(",") if n.strip()} if args.only else None
+        configs = find_configs(args.config_dir, only)
+        if not configs:
+            raise ConfigError(f"{args.config_dir} holds no NAME/config.json or NAME.json files")
+        md_path, json_path = Path(args.out + ".md"), Path(args.out + ".json")
+        for path in (md_path, json_path):
+            if path.exists() and not args.force:
+                raise ConfigError(f"{path} already exists; pass --force to overwrite it")
+            if not path.parent.is_dir():
+                raise ConfigError(f"cannot write {path}: {path.parent} is not a directory")
+        outcomes = [_describe(name, path) for name, path in configs]
+    except ConfigError as exc:
+        print(f"model_sweep: error: {exc}", file=sys.stderr)
+        return 2
+
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="day0-sweep-") as tmp:
+        def one(o: Outcome) -> Outcome:
+            done = run_one(o, args, Path(tmp))
+            recs = ", ".join(f"{r['mode']} {r['status']}" for r in done.records)
+            print(f"{done.name:36s} {done.cls:11s} exit {done.exit_code!s:7s} {done.wall_s:6.0f} s  {recs}"
+                  f"{'  ' + done.reason[:160] if done.reason else ''}", flush=True)
+            return done
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            outcomes = list(pool.map(one, outcomes))
+    total = time.monotonic() - t0
+    atomic_write_text(json_path, to_json(outcomes, args, total))
+    atomic_write_text(md_path, to_markdown(outcomes, args, total))
+    counts = summary(outcomes)
+    print(f"{len(outcomes)} configs in {total / 60:.1f} min: " + ", ".join(f"{c} {n}" for c, n in counts.items())
+          + f"; wrote {md_path} and {json_path}")
+    return 1 if counts["day0"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

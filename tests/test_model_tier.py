@@ -286,3 +286,39 @@ def test_a_model_that_returns_no_cache_is_said_so_before_decode():
     assert forward(model, ids, nxt, ["prefill"])["prefill"].isfinite().all()
     with pytest.raises(RuntimeError, match="returned no cache from the prefill"):
         forward(model, ids, nxt, ["prefill", "decode"])
+
+
+def test_a_recurrent_state_returned_under_its_own_name_carries_the_decode():
+    """RWKV returns and takes its recurrent state as `state`: the decode step continues it, and
+    its logits equal those of one pass over the prompt and the next token together."""
+    import torch
+    from transformers import RwkvConfig
+    from sdk.modeltier.worker import build, forward, inputs
+    mt, cfg = text_config(RwkvConfig(hidden_size=64, attention_hidden_size=64, intermediate_size=128,
+                                     num_hidden_layers=2, vocab_size=256, context_length=64).to_dict())
+    spec = {"config": {**cfg, "model_type": mt}, "seed": 0, "dtype": "fp32", "batch": 1, "tokens": 6}
+    model, config = build(spec)
+    ids, nxt = inputs(spec, config.vocab_size)
+    out = forward(model, ids, nxt, ["prefill", "decode"])
+    with torch.no_grad():
+        whole = model(torch.cat([ids, nxt], dim=1)).logits[:, -1:].float()
+    torch.testing.assert_close(out["decode"], whole, rtol=1e-4, atol=1e-5)
+
+
+def test_per_layer_lists_and_repeated_depths_are_scaled(tmp_path):
+    """Hunyuan-A13B gives top-k and expert widths per layer (lists): experts stay more than top-k
+    and every expert width shrinks; xLSTM stores its depth twice (num_blocks); GPT-BigCode's MLP
+    width is n_inner."""
+    hy = {"model_type": "hunyuan_v1_moe", "hidden_size": 4096, "head_dim": 128, "num_attention_heads": 32,
+          "num_key_value_heads": 8, "num_hidden_layers": 32, "num_experts": 64, "moe_topk": [8] * 32,
+          "moe_intermediate_size": [3072] * 32, "num_shared_expert": [1] * 32, "intermediate_size": 3072,
+          "vocab_size": 128167}
+    c = _plan_config(tmp_path, "hy", hy).config
+    assert c["num_experts"] > 8 and c["moe_topk"] == [8, 8] and c["num_hidden_layers"] == 2
+    assert len(c["moe_intermediate_size"]) == 2 and max(c["moe_intermediate_size"]) < 3072
+    x = _plan_config(tmp_path, "xlstm", {"model_type": "xlstm", "hidden_size": 4096, "embedding_dim": 4096,
+                                         "num_hidden_layers": 32, "num_blocks": 32, "vocab_size": 50304}).config
+    assert x["num_blocks"] == x["num_hidden_layers"] == 2 and x["embedding_dim"] == x["hidden_size"] < 4096
+    sc = _plan_config(tmp_path, "sc", {"model_type": "gpt_bigcode", "n_embd": 2048, "n_head": 16, "n_layer": 24,
+                                       "n_inner": 8192, "multi_query": True, "vocab_size": 49152}).config
+    assert sc["n_inner"] == 2 * sc["n_embd"] and sc["n_layer"] == 2

@@ -27,7 +27,7 @@ MAX_LAYERS = 8
 
 _EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts")
 _TOPK_KEYS = ("num_experts_per_tok", "moe_topk", "experts_per_token")
-_MLP_KEYS = ("intermediate_size", "intermediate_size_mlp")
+_MLP_KEYS = ("intermediate_size", "intermediate_size_mlp", "n_inner")
 _EXPERT_WIDTH_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size",
                       "moe_shared_expert_intermediate_size", "shared_intermediate_size")
 _LAYER_LIST_KEYS = ("layer_types", "layers_block_type", "block_types")
@@ -96,6 +96,8 @@ def scale(cfg: dict[str, Any], aliases: dict[str, str] | None = None) -> tuple[d
     for key in _EXPERT_WIDTH_KEYS:
         if isinstance(d.get(key), int) and d[key] > 0:
             put(key, new_hidden // 2)
+        elif isinstance(d.get(key), list) and d[key] and all(type(v) is int and v > 0 for v in d[key]):
+            put(key, [new_hidden // 2] * len(d[key]))  # one per layer (Hunyuan-A13B)
     if isinstance(d.get("q_lora_rank"), int):
         put("q_lora_rank", 64)
 
@@ -135,7 +137,8 @@ def _scale_experts(d: dict, put) -> None:
     ekey = next((k for k in _EXPERT_KEYS if isinstance(d.get(k), int) and d[k] > 1), None)
     if ekey is None:
         return
-    topk = next((d[k] for k in _TOPK_KEYS if isinstance(d.get(k), int)), 2)
+    topk = next((d[k] for k in _TOPK_KEYS if isinstance(d.get(k), int)), None) or \
+        next((max(d[k]) for k in _TOPK_KEYS if _ints(d.get(k))), 2)  # or one per layer
     groups = d.get("n_group") if isinstance(d.get("n_group"), int) and d["n_group"] > 1 else 1
     experts = max(2 * topk, 4, 2 * groups)
     experts = groups * math.ceil(experts / groups)
@@ -200,7 +203,10 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
     if isinstance(old, int):
         layers = min(layers, old)
     for key, value in list(d.items()):
-        if (key == "moe_layers" and isinstance(value, list)) or key in index_lists:
+        if key != "num_hidden_layers" and re.search(r"(layers|blocks)$", key) and type(value) is int \
+                and value == old:  # the depth stored again (xLSTM's num_blocks)
+            put(key, layers)
+        elif (key == "moe_layers" and isinstance(value, list)) or key in index_lists:
             put(key, [i for i in value if isinstance(i, int) and i < layers])
         elif isinstance(value, list) and isinstance(old, int) and len(value) == old and old > layers:
             d[key] = value[:layers]
@@ -210,6 +216,10 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
         d[lkey] = d[lkey][:layers]
     if "num_hidden_layers" in d:
         put("num_hidden_layers", layers)
+
+
+def _ints(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(type(v) is int for v in value)
 
 
 def _is_index_list(value: Any, layers: Any) -> bool:

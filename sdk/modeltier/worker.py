@@ -64,8 +64,11 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None) -> dict[str, Any]:
             first = model(ids, use_cache=True)
         out["prefill"] = _output(first)
         if "decode" in modes:
+            # the cache: past_key_values, cache_params, or another output field the model takes back
+            # (RWKV's state)
+            takes = inspect.signature(getattr(model, "_orig_mod", model).forward).parameters
             cache_key = next((k for k in ("past_key_values", "cache_params") if getattr(first, k, None) is not None),
-                             None)
+                             None) or next((k for k in first.keys() if k in takes and first[k] is not None), None)
             if cache_key is None:
                 raise RuntimeError(f"transformers' {type(model).__name__} returned no cache from the prefill "
                                    "(use_cache=True): a decode step has nothing to continue")

@@ -33,7 +33,7 @@ def describe(m: Mutant) -> dict:
             "equivalent": m.equivalent, "note": m.note}
 
 
-INTERP = ("tests/test_cpu_interp_numerics.py", "tests/test_cpu_interp_features.py",
+INTERP = ("tests/test_cpu_interp_mutants.py", "tests/test_cpu_interp_numerics.py", "tests/test_cpu_interp_features.py",
           "tests/test_cpu_interp_reference.py", "tests/test_cpu_interp_tutorials.py")
 COMPILED = ("tests/test_cpu_compiled.py", "tests/test_cpu_compiled_language.py", "tests/test_cpu_compiled_layouts.py")
 COMPARE = ("tests/test_conformance_compare.py", "tests/test_runner_results.py", "tests/test_runner.py")

@@ -68,6 +68,8 @@ def render(data: dict) -> str:
              "- **d2**: the mutant's default-suite pytest files, `-x -q`: *caught* = a test fails;",
              "- **d1c**: d1 with `DAY0_CPU_TIER=compiled` (compiled-tier mutants only).",
              "", "*broke*: the detector could not run at all (every item failing, an import error).", ""]
+    if data.get("findings"):
+        lines += ["## Findings", ""] + [f"- {f}" for f in data["findings"]] + [""]
     for label in labels:
         run = data["runs"][label]
         c = counts(data, label)

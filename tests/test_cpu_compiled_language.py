@@ -152,7 +152,8 @@ def cast_reference(x: torch.Tensor, dst: torch.dtype) -> tuple[torch.Tensor, tor
         keep = (xd > float(info.min) - 1) & (xd < float(info.max) + 1) & ~torch.isnan(xd)  # in range: truncation
         if info.bits == 64:
             keep &= xd.abs() < 2.0 ** 62
-        ref = torch.where(keep, xd.clamp(-2.0 ** 62, 2.0 ** 62).to(torch.int64).to(dst), torch.zeros((), dtype=dst))
+        wide = xd.clamp(-2.0 ** 62, 2.0 ** 62).to(torch.int64)  # selected in int64: some torch builds
+        ref = torch.where(keep, wide, torch.zeros((), dtype=torch.int64)).to(dst)  # lack where on uint16
     if x.dtype == torch.uint64 and dst.is_floating_point:
         keep = x.view(torch.int64) >= 0  # torch reads uint64 as signed in some paths
     return ref, keep

@@ -436,7 +436,9 @@ def table_gather_kernel(table_ptr, out_ptr, N: tl.constexpr, R: tl.constexpr):
 @triton.jit
 def table_scatter_kernel(pp_ptr, val_ptr, N: tl.constexpr):
     i = tl.program_id(0)
-    table = pp_ptr.to(tl.pointer_type(tl.pointer_type(tl.float32)))  # a pointer to pointers
+    # an address passed as a Python int: Triton types it i32, u32 or i64 by its value (a small heap
+    # address is i32), and only a 64-bit integer becomes a pointer
+    table = pp_ptr.to(tl.int64).to(tl.pointer_type(tl.pointer_type(tl.float32)))  # a pointer to pointers
     dst = tl.load(table + i)
     offs = tl.arange(0, N)
     v = tl.load(val_ptr + i * N + offs)

@@ -293,6 +293,29 @@ for fn in ("chunk_kda", "fused_recurrent_kda"):
        tol={"dgk@bf16": GATE_BF16, "dbeta@bf16": GATE_BF16}, note="Kimi delta attention")
 
 
+def _vl_make(gen, dtype, gate_k=False):
+    x = qkv(gen, dtype, norm_k=True, b=1, t=200)
+    return {**x, "g": logdecay(gen, 1, 200, H, *((D,) if gate_k else ())),
+            "beta": torch.rand(1, 200, H, generator=gen).to(dtype), "h0": H0(gen, n=3), "cu": torch.tensor(CU)}
+
+
+def _vl_ref(**kw):
+    def ref(x):
+        return _o_ht(varlen(CU, lambda q, k, v, g, beta, h0: recurrence(q, k, v, SC, beta=beta, h0=h0, **{
+            kw["gate"]: g}), q=x["q"], k=x["k"], v=x["v"], g=x["g"], beta=x["beta"], h0=x["h0"]))
+    return ref
+
+
+for fn, gate_k, grads in (("gated_delta_rule.chunk_gated_delta_rule", False, GDN_GRADS),
+                          ("gated_delta_rule.fused_recurrent_gated_delta_rule", False, ()),
+                          ("kda.chunk_kda", True, GDN_GRADS), ("kda.fused_recurrent_kda", True, ())):
+    op(f"fla.ops.{fn}[varlen]", lambda gen, dtype, gate_k=gate_k: _vl_make(gen, dtype, gate_k),
+       lambda x, fn=fn: _o_ht(_fla(f"fla.ops.{fn.split('.')[1]}")(
+           x["q"], x["k"], x["v"], g=x["g"], beta=x["beta"], initial_state=x["h0"], output_final_state=True,
+           cu_seqlens=x["cu"])),
+       _vl_ref(gate="gk" if gate_k else "g"), grads, note="3 packed sequences of 37, 83, 80 tokens")
+
+
 # ------------------------------------------------------------------------------------ RWKV
 def _rwkv6_make(gen, dtype):
     x = qkv(gen, dtype)
@@ -582,11 +605,100 @@ op("fla.ops.mesa_net.chunk_mesa_net", _mesa_make,
    lambda x: {"o": _fla("fla.ops.chunk_mesa_net")(x["q"], x["k"], x["v"], x["g"], x["beta"], x["lamb"])[0]},
    _mesa_ref, tol={"fp32": 1e-3}, note="64 tokens; forward against the exact solve (the op runs 30 CG steps)")
 
-for fn, why in (("chunk_cyfa", "cyfa"), ("chunk_precond_gated_delta_rule", "precond"),
-                ("chunk_precond_kda", "precond"), ("parallel_wall_attn", "wall"), ("parallel_parallax", "parallax"),
-                ("fused_attnres", "attnres"), ("chunk_momentum_delta_rule", "momentum")):
+
+
+# ------------------------------------------------------------- newer variants, against FLA's naive
+def _gdn2_make(gen, dtype):
+    return {**qkv(gen, dtype, norm_k=True), "g": logdecay(gen, B, T, H, D),
+            "b": torch.rand(B, T, H, D, generator=gen).to(dtype), "w": torch.rand(B, T, H, D, generator=gen).to(dtype),
+            "h0": H0(gen)}
+
+
+def _gdn2_ref(x):
+    from fla.ops.gdn2.naive import naive_recurrent_gdn2
+    return _o_ht(naive_recurrent_gdn2(x["q"], x["k"], x["v"], x["g"], x["b"], x["w"], SC, x["h0"], True))
+
+
+for fn in ("chunk_gdn2", "fused_recurrent_gdn2"):
+    op(f"fla.ops.gdn2.{fn}", _gdn2_make,
+       lambda x, fn=fn: _o_ht(_fla(f"fla.ops.gdn2.{fn}")(x["q"], x["k"], x["v"], x["g"], x["b"], x["w"], scale=SC,
+                                                        initial_state=x["h0"], output_final_state=True)),
+       _gdn2_ref, ("q", "k", "v", "g", "b", "w", "h0") if fn.startswith("chunk") else (),
+       note="naive_recurrent_gdn2 (fp32)" + ("" if fn.startswith("chunk") else ", forward"))
+
+
+def _gdp_make(gen, dtype):
+    k = l2n(torch.randn(B, 2 * T, H, D, generator=gen)).to(dtype)
+    return {"q": rn(gen, B, T, H, D, dtype=dtype), "k": k, "v": rn(gen, B, 2 * T, H, D, dtype=dtype),
+            "g": logdecay(gen, B, T, H), "beta": torch.rand(B, 2 * T, H, generator=gen).to(dtype), "h0": H0(gen)}
+
+
+def _gdp_ref(x):
+    from fla.ops.gated_delta_product.naive import naive_recurrent_gated_delta_product
+    return _o_ht(naive_recurrent_gated_delta_product(x["q"], x["k"], x["v"], x["g"], x["beta"], SC,
+                                                     initial_state=x["h0"], output_final_state=True,
+                                                     num_householder=2))
+
+
+op("fla.ops.gated_delta_product.chunk_gated_delta_product", _gdp_make,
+   lambda x: _o_ht(_fla("fla.ops.gated_delta_product.chunk_gated_delta_product")(
+       x["q"], x["k"], x["v"], x["g"], x["beta"], num_householder=2, scale=SC, initial_state=x["h0"],
+       output_final_state=True)),
+   _gdp_ref, ("q", "k", "v", "g", "beta", "h0"), ("bf16",),
+   tol={"dg@bf16": GATE_BF16, "dbeta@bf16": GATE_BF16},
+   note="2 Householder steps per token; naive (fp32); bf16 only: the library refuses fp32")
+
+
+def _parallax_make(gen, dtype):
+    x = _attn_make(gen, dtype)
+    return {**x, "r": rn(gen, B, T, 4, D, dtype=dtype)}
+
+
+def _parallax_ref(x):
+    from fla.ops.parallax.naive import naive_parallax
+    return {"o": naive_parallax(x["q"], x["r"], x["k"], x["v"], scale=SC)}
+
+
+op("fla.ops.parallax.parallel_parallax", _parallax_make,
+   lambda x: {"o": _fla("fla.ops.parallax.parallel_parallax")(x["q"], x["r"], x["k"], x["v"], scale=SC)},
+   _parallax_ref, ("q", "r", "k", "v"), ("bf16",), note="naive_parallax (fp32); bf16 only: the library refuses fp32")
+
+
+def _rebased_ref(x):
+    from fla.ops.rebased.naive import naive_parallel_rebased
+    t = lambda a: a.transpose(1, 2)   # noqa: E731
+    return {"o": t(naive_parallel_rebased(t(x["q"]), t(x["k"]), t(x["v"])))}
+
+
+op("fla.ops.rebased.parallel_rebased", _based_make,
+   lambda x: {"o": _fla("fla.ops.rebased.parallel_rebased")(x["q"], x["k"], x["v"], eps=1e-6)},
+   _rebased_ref, ("q", "k", "v"), note="feature dim 16; naive_parallel_rebased")
+
+
+def _attnres_make(gen, dtype):
+    return {"query": rn(gen, DM, dtype=dtype, scale=0.1), "w": rn(gen, DM, dtype=dtype, scale=0.1, shift=1.0),
+            **{f"r{i}": rn(gen, 2, 32, DM, dtype=dtype) for i in range(4)}}
+
+
+def _attnres_ref(x):
+    from fla.ops.attnres.naive import naive_attnres
+    return {"y": naive_attnres(x["query"], [x[f"r{i}"] for i in range(4)], x["w"])}
+
+
+op("fla.ops.attnres.fused_attnres", _attnres_make,
+   lambda x: {"y": _fla("fla.ops.attnres.fused_attnres")(x["query"], [x[f"r{i}"] for i in range(4)], x["w"])},
+   _attnres_ref, ("query", "w", "r0", "r1", "r2", "r3"), note="4 residual sources [2, 32, 512]; naive_attnres",
+   expect="b: fla/ops/attnres/fused.py:323 raises unless the residuals are CUDA tensors (`is_cuda`)")
+
+for fn, why in (("cyfa.chunk_cyfa", ""), ("precond_gated_delta_rule.chunk_precond_gated_delta_rule", ""),
+                ("precond_kda.chunk_precond_kda", ""), ("momentum_delta_rule.chunk_momentum_delta_rule", ""),
+                ("lightnet.chunk_lightnet", ""), ("gated_oja_rule.chunk_gated_oja_rule", ""),
+                ("moba.parallel_moba", ""), ("rwkv4.fused_recurrent_rwkv4", ""), ("ttt.chunk_ttt_linear", ""),
+                ("titans.chunk_titans_linear", ""),
+                ("wall_attn.parallel_wall_attn", "its naive reference launches FLA's Triton chunk_global_cumsum"),
+                ("deltaformer.deltaformer_attn", "does not import: fla-core 0.6.0 lacks fla.layers, which it needs")):
     op(f"fla.ops.{fn}", _ret_make, lambda x: {}, _ret_ref,
-       skip="not swept: a research variant no serving or training stack in serving-stacks.md uses")
+       skip="not swept: " + (why or "a research variant no serving or training stack in serving-stacks.md uses"))
 
 # ============================================================================== fla.modules
 N, DM = 64, 512   # tokens, hidden

@@ -94,7 +94,9 @@ def test_a_config_no_manifest_knows_runs_end_to_end(tmp_path):
     for r in recs:
         assert r.tier == "model" and r.status == "pass" and r.rmse is not None and r.rmse < 1e-3, r
         assert len(r.kernels) >= 5 and all(k["origin"] == "inductor" and k["status"] == "ran" for k in r.kernels)
-        assert all(k["ops"] and "tt.load" in k["ops"] for k in r.kernels)
+        # every kernel writes; some Inductor versions also emit kernels that only generate (an iota)
+        assert all(k["ops"] and "tt.store" in k["ops"] for k in r.kernels)
+        assert sum("tt.load" in k["ops"] for k in r.kernels) >= 5
     assert "triton_" in proc.stdout  # -v lists the kernels
 
 

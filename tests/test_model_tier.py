@@ -325,3 +325,15 @@ def test_per_layer_lists_and_repeated_depths_are_scaled(tmp_path):
     sc = _plan_config(tmp_path, "sc", {"model_type": "gpt_bigcode", "n_embd": 2048, "n_head": 16, "n_layer": 24,
                                        "n_inner": 8192, "multi_query": True, "vocab_size": 49152}).config
     assert sc["n_inner"] == 2 * sc["n_embd"] and sc["n_layer"] == 2
+
+
+def test_a_window_that_spans_the_whole_context_is_kept():
+    """A sliding window as long as the context never binds (Phi-3.5-MoE publishes 131072 of 131072):
+    shrinking it would make the scaled model attend through a window the published one never has.
+    A window shorter than the context (Mistral-7B v0.1: 4096 of 32768) shrinks to 8 tokens."""
+    base = {"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "intermediate_size": 14336, "num_hidden_layers": 32, "vocab_size": 32000}
+    off, notes = scale({**base, "sliding_window": 131072, "max_position_embeddings": 131072})
+    assert off["sliding_window"] == 131072 and any("never binds" in n for n in notes)
+    on, _ = scale({**base, "sliding_window": 4096, "max_position_embeddings": 32768})
+    assert on["sliding_window"] == 8

@@ -9,7 +9,8 @@ Shrunk: width (hidden 128, a multiple of the head count, or heads x head_dim whe
 derives from the width; other widths that are 1-4 x the hidden size follow it), MLP and expert widths,
 head counts (down to the GQA ratio), expert count (at least 2 x top-k, whole groups), depth (one
 period of the layer pattern: every layer type at least once; lists of layer indices follow), vocabulary
-(512), sliding windows and attention chunks (8 tokens, so a short prompt crosses them).
+(512), sliding windows and attention chunks (8 tokens, so a short prompt crosses them; one that
+spans the whole context never binds and is kept).
 Field names are read through the config class's own aliases (`n_embd` is the hidden size).
 Dropped: quantization (weights are random and built in the run's dtype); multimodal towers (the
 text model runs).
@@ -114,8 +115,12 @@ def scale(cfg: dict[str, Any], aliases: dict[str, str] | None = None) -> tuple[d
     _scale_ssm(d, put, new_hidden)
 
     # ------------------------------------------------------------------------- windows, vocab
+    context = d.get("max_position_embeddings")
     for key in ("sliding_window", "attention_chunk_size"):
         if isinstance(d.get(key), int) and d[key] > WINDOW:
+            if isinstance(context, int) and d[key] >= context:
+                notes.append(f"{key}: {d[key]} kept (it spans the whole context, so it never binds)")
+                continue
             put(key, WINDOW)
     if isinstance(d.get("vocab_size"), int) and d["vocab_size"] > VOCAB:
         put("vocab_size", VOCAB)

@@ -22,6 +22,12 @@ COMBINE_UFUNCS = {
     "arith.maxnumf": np.fmax, "arith.minnumf": np.fmin, "arith.maximumf": np.maximum,
     "arith.minimumf": np.minimum, "arith.maxsi": np.maximum, "arith.minsi": np.minimum,
     "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or, "arith.xori": np.bitwise_xor}
+#: i1 is held as numpy bool, where np.add is OR and np.maximum is OR: its own ops wrap at width 1
+#: (addi is XOR) and read it signed for maxsi/minsi (1 is -1, so maxsi is AND and minsi is OR)
+COMBINE_UFUNCS_I1 = {
+    "arith.addi": np.bitwise_xor, "arith.muli": np.bitwise_and, "arith.maxsi": np.bitwise_and,
+    "arith.minsi": np.bitwise_or, "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or,
+    "arith.xori": np.bitwise_xor}
 #: element types whose compute values are exactly the type's values (bf16 and fp8 are float32 that
 #: must be rounded after every step, so a ufunc over them would skip roundings)
 _EXACT_TYPES = frozenset({"f32", "f64", "f16", "i1", "i8", "i16", "i32", "i64"})
@@ -82,6 +88,8 @@ def combine_ufunc(op: Op) -> np.ufunc | None:
     ops = block.ops
     if (len(ops) == 2 and ops[0].name in COMBINE_UFUNCS and ops[1].operands == [ops[0].result]
             and ops[0].operands == block.args and str(op.operands[0].type.element) in _EXACT_TYPES):
+        if str(op.operands[0].type.element) == "i1":
+            return COMBINE_UFUNCS_I1.get(ops[0].name)
         return COMBINE_UFUNCS[ops[0].name]
     return None
 

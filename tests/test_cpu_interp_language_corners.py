@@ -59,3 +59,65 @@ def test_int1_sums_and_scans_wrap_at_width_one(tier):
     for k, w in want.items():
         assert np.array_equal(o[k].numpy(), w), (k, o[k].numpy(), w)
     assert 0 < xn.sum(1).min() and xn.sum(1).max() > 1  # rows mixing 0s and several 1s
+
+
+# ------------------------------------------------------- a compiled launch cut short by a signal
+@triton.jit
+def _lcg(x_ptr, y_ptr, n_iter, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    for _ in range(n_iter):
+        x = x * 1103515245 + 12345
+    tl.store(y_ptr + offs, x)
+
+
+def _lcg_ref(x: torch.Tensor, n: int) -> torch.Tensor:
+    """n steps of x -> a*x + c (mod 2**32) in closed form: the affine map raised to the n-th power."""
+    a, c, A, C = 1103515245, 12345, 1, 0
+    while n:
+        if n & 1:
+            A, C = (a * A) % 2**32, (a * C + c) % 2**32
+        a, c, n = (a * a) % 2**32, (a * c + c) % 2**32, n >> 1
+    v = (x.to(torch.int64) * A + C) % 2**32
+    return torch.where(v >= 2**31, v - 2**32, v).to(torch.int32)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_compiled_launch_stops_writing_before_it_raises(monkeypatch):
+    """An exception raised in the launching thread (Ctrl-C, a signal handler, a test timeout) while
+    the compiled tier's worker threads run must not leave native code writing into tensors the
+    exception then frees: when it propagates, nothing of the launch runs any more, and what was
+    written is the kernel's answer."""
+    import signal
+    import time
+    monkeypatch.setenv("DAY0_CPU_THREADS", "4")
+    N, B = 1 << 14, 64
+    x = torch.randint(-2**31, 2**31 - 1, (N,), generator=gen(5), dtype=torch.int32)
+    y = torch.full((N,), 0x5A5A5A5A, dtype=torch.int32)
+    run(_lcg, (N // B,), "compiled", x, y, 3, BLOCK=B)  # compiled and loaded
+    assert torch.equal(y, _lcg_ref(x, 3))
+    t0 = time.perf_counter()
+    run(_lcg, (N // B,), "compiled", x, y, 20000, BLOCK=B)
+    per_iter = (time.perf_counter() - t0) / 20000
+    n_iter = max(20000, int(1.2 / max(per_iter, 1e-9)))  # about a second uninterrupted
+
+    def alarm(signum, frame):
+        raise _Interrupted()
+    old = signal.signal(signal.SIGALRM, alarm)
+    y.fill_(0x5A5A5A5A)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.25)
+        with pytest.raises(_Interrupted):
+            run(_lcg, (N // B,), "compiled", x, y, n_iter, BLOCK=B)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    after = y.clone()
+    time.sleep(0.6)
+    assert torch.equal(y, after), "the launch went on writing after its exception"
+    done = y != 0x5A5A5A5A
+    assert not done.all(), "the launch was not cut short"
+    assert torch.equal(y[done], _lcg_ref(x, n_iter)[done])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,20 @@ def _pool() -> ThreadPoolExecutor:
         if _POOL is None or _POOL._max_workers != workers():
             _POOL = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="day0-cpu")
         return _POOL
+
+
+def _drain(futures) -> None:
+    """Wait until no future of `futures` runs (those not started are cancelled), even through
+    further interruptions: native code cannot be stopped, and what it writes must outlive it."""
+    for f in futures:
+        f.cancel()
+    pending = [f for f in futures if not f.done()]
+    while pending:
+        try:
+            wait(pending)
+        except BaseException:
+            pass
+        pending = [f for f in pending if not f.done()]
 
 
 def _arena(nbytes: int) -> int:
@@ -100,7 +114,15 @@ class NativeKernel:
             return None
 
         futures = [_pool().submit(task, bounds[k], bounds[k + 1]) for k in range(n_chunks)]
-        faults = [f.result() for f in futures]
+        try:
+            faults = [f.result() for f in futures]
+        except BaseException:
+            # interrupted while waiting (Ctrl-C, a signal handler, a test timeout): chunks not yet
+            # started are dropped, and the ones running finish before the exception frees the
+            # arguments, tensors and buffers their native code is writing
+            stop.set()
+            _drain(futures)
+            raise
         faults = [f for f in faults if f is not None]
         if faults:
             first = min(faults, key=lambda f: int(f[5]) + gx * (int(f[6]) + gy * int(f[7])))

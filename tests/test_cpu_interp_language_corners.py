@@ -99,10 +99,14 @@ def test_an_interrupted_compiled_launch_stops_writing_before_it_raises(monkeypat
     y = torch.full((N,), 0x5A5A5A5A, dtype=torch.int32)
     run(_lcg, (N // B,), "compiled", x, y, 3, BLOCK=B)  # compiled and loaded
     assert torch.equal(y, _lcg_ref(x, 3))
-    t0 = time.perf_counter()
-    run(_lcg, (N // B,), "compiled", x, y, 20000, BLOCK=B)
-    per_iter = (time.perf_counter() - t0) / 20000
-    n_iter = max(20000, int(1.2 / max(per_iter, 1e-9)))  # about a second uninterrupted
+    n_iter = 10000
+    while n_iter < 1 << 30:  # a launch of 0.4 s or more, then three times as long
+        t0 = time.perf_counter()
+        run(_lcg, (N // B,), "compiled", x, y, n_iter, BLOCK=B)
+        if time.perf_counter() - t0 >= 0.4:
+            break
+        n_iter *= 2
+    n_iter *= 3
 
     def alarm(signum, frame):
         raise _Interrupted()

@@ -4,6 +4,9 @@ tiers against an independent reference: seeded random inputs, outputs poisoned b
 - Integer arithmetic at width 1: a sum of booleans kept as int1 wraps (it is the parity, not "any"),
   in reductions and scans alike, and the interpreter's numpy fast path must not read bool addition
   as a logical or.
+- AMD's fp8 formats (fp8e4b8, fp8e5b16) are language types every backend converts.
+- A compiled launch interrupted in its launching thread stops writing before the exception
+  frees what it writes.
 """
 from __future__ import annotations
 
@@ -125,3 +128,31 @@ def test_an_interrupted_compiled_launch_stops_writing_before_it_raises(monkeypat
     done = y != 0x5A5A5A5A
     assert not done.all(), "the launch was not cut short"
     assert torch.equal(y[done], _lcg_ref(x, n_iter)[done])
+
+
+# --------------------------------------------------------------- the fnuz fp8 formats (AMD's)
+@triton.jit
+def _fp8_round_trip(x_ptr, q_ptr, back_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    q = tl.load(x_ptr + offs).to(q_ptr.dtype.element_ty)
+    tl.store(q_ptr + offs, q)
+    tl.store(back_ptr + offs, tl.load(q_ptr + offs).to(tl.float32))
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fnuz, torch.float8_e5m2fnuz])
+def test_fnuz_fp8_formats_convert_like_torch(dtype, tier):
+    """fp8e4b8 and fp8e5b16 are language types: a kernel converts to and from them (round to
+    nearest even, one NaN at 0x80, no negative zero) as torch does, within their range."""
+    N = 512
+    top = torch.finfo(dtype).max
+    x = (torch.rand(N, generator=gen(21)) * 2 - 1) * top * torch.logspace(-9, 0, N)[torch.randperm(N, generator=gen(22))]
+    x[:6] = torch.tensor([0.0, -0.0, float("nan"), top, -top, torch.finfo(dtype).smallest_normal / 3])
+    q = torch.full((N,), 0x7F, dtype=torch.uint8).view(dtype)  # poison: a finite code, not the reference's
+    back = torch.full((N,), float("nan"))
+    run(_fp8_round_trip, (1,), tier, x, q, back, N=N)
+    want = x.to(dtype)
+    assert torch.equal(q.view(torch.uint8), want.view(torch.uint8)), \
+        (q.view(torch.uint8) != want.view(torch.uint8)).nonzero()[:5]
+    assert torch.equal(back.isnan(), want.float().isnan())
+    assert torch.equal(back.nan_to_num(0.0), want.float().nan_to_num(0.0))

@@ -62,7 +62,7 @@ class CpuInterpBackend(Backend):
             env = tuple(c for c in CHECKS if os.environ.get(f"DAY0_CHECK_{c.upper()}", "") not in ("", "0"))
             options = dataclasses.replace(options, checks=env)
         if "supported_fp8_dtypes" not in opts:
-            options = dataclasses.replace(options, supported_fp8_dtypes=("fp8e5", "fp8e4nv", "fp8e4b15"))
+            options = dataclasses.replace(options, supported_fp8_dtypes=("fp8e5", "fp8e4nv", "fp8e4b15", "fp8e4b8", "fp8e5b16"))
         which = str(opts.get("cpu_interpreter") or self.interpreter)
         if which not in INTERPRETERS:
             raise ConfigError(f"cpu_interp: unknown interpreter '{which}' (known: {', '.join(INTERPRETERS)})")

@@ -1,0 +1,432 @@
+#!/usr/bin/env python3
+"""Run Triton's own language tests on a day0 backend and summarise them per test function.
+
+    python scripts/triton_language_tests.py TESTS_DIR --out results/cpu_interp/triton_language_tests
+    python scripts/triton_language_tests.py TESTS_DIR --tier compiled --files test_core.py \\
+        --per-function 3 --out /tmp/core_compiled --force
+
+TESTS_DIR is a directory holding Triton's tests: a checkout of the Triton repository, its
+`python/test`, or `python/test/unit/language` (nothing is downloaded; the tests should come from the
+commit of the installed Triton, since newer tests use newer APIs). The script finds the conftest that
+defines pytest's `--device` option, collects each test file, picks up to `--per-function` cases of
+every test function (spread evenly over its parametrisations; 0 runs them all), and runs them in
+child pytest processes with `TRITON_DEFAULT_BACKEND=<backend>`, `--device <the backend's torch
+device>` and `DAY0_CPU_TIER=<tier>`. A child that crashes or runs past `--chunk-timeout` costs the
+case it was running (recorded as crash/timeout) and the run goes on after it.
+
+Failures are put in classes, by the first matching rule of `--classes FILE` (a JSON list of
+{"match": regex over "nodeid message", "class": "a".."d", "reason": "..."}), else of the built-in
+rules below, else "unclassified":
+  a  a bug of the backend (day0's to fix)
+  b  the test needs CUDA or HIP specifics (layouts, PTX, device == "cuda", num_ctas > 1, ...)
+  c  not this Triton version (an API the installed Triton lacks)
+  d  the test asserts what Triton's own interpreter mode (TRITON_INTERPRET=1) does
+The summary (`OUT.md`, `OUT.json`, written atomically; an existing one only with --force) has one
+row per test function: cases collected, run, passed, failed, skipped, and the failures' classes.
+Exit status: 0 when it ran (whatever the tests said), 2 with one line for a bad argument.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LOG_ENV = "DAY0_LANGTEST_LOG"
+CLASSES = {"a": "day0 bug", "b": "needs CUDA/HIP specifics", "c": "not this Triton version",
+           "d": "asserts Triton interpreter-mode behaviour"}
+
+# Built-in rules: what a failure's text says about where it comes from.
+BUILTIN_RULES = [
+    (r"Torch not compiled with CUDA|torch\.cuda\.|Found no NVIDIA driver|cuda.*not available", "b",
+     "calls CUDA through torch"),
+    (r"inline_asm|PTX|ptx|nvvm|\bllir\b.*expected|amdgcn|hsaco|cubin", "b", "checks CUDA/HIP artefacts"),
+    (r"ttgir|TTGIR|#ttg\.|BlockedLayout|DistributedLayout|SharedLayout|NVMMA|warp_specialize", "b",
+     "uses GPU layouts or warp specialisation"),
+    (r"AttributeError: module 'triton[\w.]*' has no attribute|ImportError: cannot import name .* from 'triton",
+     "c", "an API the installed Triton lacks"),
+]
+
+
+# ----------------------------------------------------------------------------------------------
+# The pytest plugin side: a child process loads this module with `-p` and logs each case's outcome.
+
+def pytest_runtest_logreport(report) -> None:  # noqa: D401 - pytest hook
+    path = os.environ.get(LOG_ENV)
+    if not path:
+        return
+    rec = None
+    if report.when == "call" or report.outcome != "passed":
+        outcome = report.outcome
+        if getattr(report, "wasxfail", None) is not None:
+            outcome = "xfailed" if report.skipped else "xpassed"
+        elif report.when != "call" and report.failed:
+            outcome = "error"
+        rec = {"nodeid": report.nodeid, "outcome": outcome, "when": report.when,
+               "duration": round(report.duration, 3), "message": _message(report)}
+    if rec is not None:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec) + "\n")
+            fh.flush()
+
+
+def pytest_runtest_logstart(nodeid, location) -> None:  # noqa: D401 - pytest hook
+    path = os.environ.get(LOG_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"nodeid": nodeid, "outcome": "started"}) + "\n")
+
+
+def _message(report) -> str:
+    if report.passed:
+        return ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2])[:400]
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr)
+    return " ".join(text.split())[:600]
+
+
+# ----------------------------------------------------------------------------------------------
+# The driver side.
+
+class ArgError(Exception):
+    pass
+
+
+def find_layout(tests_dir: Path) -> tuple[Path, Path]:
+    """(rootdir: the folder whose conftest.py defines --device, the language tests folder)."""
+    if not tests_dir.is_dir():
+        raise ArgError(f"{tests_dir}: not a directory")
+    candidates = [tests_dir, tests_dir / "unit" / "language", tests_dir / "python" / "test" / "unit" / "language"]
+    lang = next((c for c in candidates if (c / "test_core.py").is_file()), None)
+    if lang is None:
+        raise ArgError(f"{tests_dir}: holds no Triton language tests (no test_core.py in it, in "
+                       f"unit/language or in python/test/unit/language)")
+    for folder in [lang, *lang.parents]:
+        conftest = folder / "conftest.py"
+        if conftest.is_file() and '"--device"' in conftest.read_text(errors="replace"):
+            return folder, lang
+        if folder == tests_dir.parent:
+            break
+    raise ArgError(f"{lang}: no conftest.py above it defines pytest's --device option")
+
+
+def child_env(backend: str, tier: str, log: Path | None) -> dict:
+    env = dict(os.environ)
+    env["TRITON_DEFAULT_BACKEND"] = backend
+    env["DAY0_CPU_TIER"] = tier
+    env.pop("TRITON_INTERPRET", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(ROOT), str(ROOT / "scripts"),
+                                                    env.get("PYTHONPATH", "")] if p)
+    if log is not None:
+        env[LOG_ENV] = str(log)
+    return env
+
+
+def child_command(rootdir: Path, device: str, timeout: int) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "triton_language_tests",
+           "--rootdir", str(rootdir), "-c", os.devnull, "--device", device, "-q", "--tb=line",
+           "-o", "console_output_style=classic"]
+    if timeout and _has_timeout_plugin():
+        cmd += ["--timeout", str(timeout)]
+    return cmd
+
+
+def _has_timeout_plugin() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("pytest_timeout") is not None
+
+
+def collect(rootdir: Path, path: Path, env: dict, device: str) -> tuple[list[str], str]:
+    """The node ids of one test file (absolute), or ([], why) when it does not collect."""
+    cmd = child_command(rootdir, device, 0) + ["--collect-only", str(path)]
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    ids = [str(rootdir / line.strip()) for line in proc.stdout.splitlines()
+           if "::" in line and not line.startswith((" ", "<")) and line.strip().startswith(
+               str(path.relative_to(rootdir)))]
+    if not ids and proc.returncode not in (0, 5):
+        lines = [ln[1:].strip() for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("E ")]
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [f"pytest exited {proc.returncode}"]
+        return [], (lines[-1] if lines else tail[0])[:400]
+    return ids, ""
+
+
+def function_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[1].split("[", 1)[0]
+
+
+def sample(ids: list[str], per_function: int) -> list[str]:
+    groups: dict[str, list[str]] = collections.OrderedDict()
+    for i in ids:
+        groups.setdefault(function_of(i), []).append(i)
+    picked = []
+    for group in groups.values():
+        if per_function <= 0 or len(group) <= per_function:
+            picked += group
+        else:
+            step = len(group) / per_function
+            picked += [group[int(k * step + step / 2)] for k in range(per_function)]
+    return picked
+
+
+def run_cases(rootdir: Path, ids: list[str], env: dict, device: str, timeout: int,
+              chunk_timeout: int, log: Path) -> dict[str, dict]:
+    """Run `ids`, resuming after a crash or a timed-out child; returns nodeid -> record."""
+    results: dict[str, dict] = {}
+    pending = list(ids)
+    while pending:
+        with tempfile.NamedTemporaryFile("w", suffix=".args", delete=False) as fh:
+            fh.write("\n".join(pending) + "\n")
+            argfile = fh.name
+        log.write_text("")
+        cmd = child_command(rootdir, device, timeout) + [f"@{argfile}"]
+        try:
+            proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
+                                  timeout=chunk_timeout)
+            ended, tail = proc.returncode, (proc.stdout + proc.stderr)[-600:]
+        except subprocess.TimeoutExpired:
+            ended, tail = "timeout", ""
+        finally:
+            os.unlink(argfile)
+        started = None  # the last case the child began
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short by the crash
+                continue
+            key = _short(rootdir, rec["nodeid"])
+            if rec["outcome"] == "started":
+                started = key
+            elif not (rec["when"] == "teardown" and key in results and results[key]["outcome"] != "passed"):
+                results[key] = rec  # a failed teardown counts unless the case already failed
+        rest = [i for i in pending if _short(rootdir, i) not in results]
+        if not rest:
+            break
+        if ended in (0, 1, 2, 3, 4, 5) or started is None or started in results:
+            # the child ended by itself without running these (it stopped before its first case,
+            # or pytest could not find them): an error each, with what the child said
+            for i in rest:
+                results[_short(rootdir, i)] = {"outcome": "error", "when": "collect", "message":
+                                               f"pytest exited {ended}: " + " ".join(tail.split())[-300:]}
+            break
+        culprit = started
+        results[culprit] = {"outcome": "timeout" if ended == "timeout" else "crash", "when": "call",
+                            "message": f"child pytest ended ({ended}) while this case ran"}
+        pending = [i for i in rest if _short(rootdir, i) != culprit]
+    return results
+
+
+def _short(rootdir: Path, nodeid: str) -> str:
+    p = str(rootdir) + os.sep
+    return nodeid[len(p):] if nodeid.startswith(p) else nodeid
+
+
+def load_rules(path: str | None) -> list[tuple[re.Pattern, str, str]]:
+    rules = []
+    if path:
+        sys.path.insert(0, str(ROOT))
+        from sdk.errors import ConfigError
+        from sdk.fileio import read_text
+        try:
+            data = json.loads(read_text(path, "classes file"))
+        except (ConfigError, json.JSONDecodeError) as exc:
+            raise ArgError(f"--classes {path}: {exc}") from None
+        if not isinstance(data, list):
+            raise ArgError(f"--classes {path}: must be a JSON list of {{match, class, reason}}")
+        for i, item in enumerate(data):
+            if not isinstance(item, dict) or item.get("class") not in CLASSES or not isinstance(
+                    item.get("match"), str):
+                raise ArgError(f"--classes {path}: entry {i} needs a 'match' regex and a 'class' "
+                               f"among {', '.join(CLASSES)}")
+            try:
+                rules.append((re.compile(item["match"]), item["class"], str(item.get("reason", ""))))
+            except re.error as exc:
+                raise ArgError(f"--classes {path}: entry {i}: bad regex ({exc})") from None
+    rules += [(re.compile(m), c, r) for m, c, r in BUILTIN_RULES]
+    return rules
+
+
+def classify(nodeid: str, message: str, rules) -> tuple[str, str]:
+    text = f"{nodeid} {message}"
+    for pattern, cls, reason in rules:
+        if pattern.search(text):
+            return cls, reason
+    return "unclassified", ""
+
+
+FAILED = ("failed", "error", "crash", "timeout", "xpassed")
+
+
+def summarise(collected: dict[str, list[str]], uncollected: dict[str, str], results: dict[str, dict],
+              rootdir: Path, rules) -> list[dict]:
+    rows: dict[tuple[str, str], dict] = collections.OrderedDict()
+    for path, ids in collected.items():
+        for i in ids:
+            key = (path, function_of(i))
+            row = rows.setdefault(key, {"file": path, "function": key[1], "collected": 0, "run": 0,
+                                        "passed": 0, "failed": 0, "skipped": 0, "xfailed": 0,
+                                        "classes": collections.Counter(), "failures": []})
+            row["collected"] += 1
+            rec = results.get(_short(rootdir, i))
+            if rec is None:
+                continue
+            row["run"] += 1
+            out = rec["outcome"]
+            if out == "passed":
+                row["passed"] += 1
+            elif out == "skipped":
+                row["skipped"] += 1
+            elif out == "xfailed":
+                row["xfailed"] += 1
+            else:
+                row["failed"] += 1
+                cls, reason = classify(_short(rootdir, i), rec.get("message", ""), rules)
+                row["classes"][cls] += 1
+                row["failures"].append({"case": _short(rootdir, i).split("::", 1)[1], "outcome": out,
+                                        "class": cls, "reason": reason,
+                                        "message": rec.get("message", "")[:300]})
+    out = []
+    for row in rows.values():
+        row["classes"] = dict(sorted(row["classes"].items()))
+        out.append(row)
+    for path, why in uncollected.items():
+        cls, reason = classify(path, why, rules)
+        out.append({"file": path, "function": "(collection)", "collected": 0, "run": 0, "passed": 0,
+                    "failed": 1, "skipped": 0, "xfailed": 0, "classes": {cls: 1},
+                    "failures": [{"case": path, "outcome": "error", "class": cls, "reason": reason,
+                                  "message": why[:300]}]})
+    return out
+
+
+def render_md(meta: dict, rows: list[dict]) -> str:
+    t = meta["totals"]
+    lines = [f"# Triton's language tests on {meta['backend']} (tier {meta['tier']})", "",
+             f"- tests from Triton commit `{meta['tests_commit']}`; installed Triton {meta['triton']}",
+             f"- up to {meta['per_function'] or 'all'} cases per test function; device `{meta['device']}`;"
+             f" {meta['wall_s']:.0f} s",
+             f"- {t['run']} cases run: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped,"
+             f" {t['xfailed']} xfailed",
+             "- failures by class: " + ", ".join(f"{c} ({CLASSES.get(c, c)}): {n}"
+                                                 for c, n in sorted(t["classes"].items())) if t["classes"]
+             else "- no failures", "",
+             "| file | test function | collected | run | pass | fail | skip | failure classes |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        classes = ", ".join(f"{c}:{n}" for c, n in r["classes"].items())
+        reasons = sorted({f["reason"] for f in r["failures"] if f["reason"]})
+        note = classes + (f" ({'; '.join(reasons)})" if reasons else "")
+        lines.append(f"| {r['file']} | {r['function']} | {r['collected']} | {r['run']} | {r['passed']} | "
+                     f"{r['failed']} | {r['skipped'] + r['xfailed']} | {note} |")
+    unclassified = [(r, f) for r in rows for f in r["failures"] if f["class"] in ("a", "unclassified")]
+    if unclassified:
+        lines += ["", "## Failures of class a or unclassified", ""]
+        for r, f in unclassified:
+            lines.append(f"- `{r['file']}::{f['case']}` [{f['class']}] {f['outcome']}: {f['message']}")
+    return "\n".join(lines) + "\n"
+
+
+def tests_commit(lang: Path, given: str | None) -> str:
+    if given:
+        return given
+    proc = subprocess.run(["git", "-C", str(lang), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else "unknown"
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tests_dir", help="folder holding Triton's tests (repo, python/test or unit/language)")
+    ap.add_argument("--out", required=True, help="output prefix: writes OUT.md and OUT.json")
+    ap.add_argument("--backend", default="cpu_interp")
+    ap.add_argument("--tier", default="auto", choices=["auto", "interp", "compiled"])
+    ap.add_argument("--files", default="", help="comma-separated test file names (default: every test_*.py)")
+    ap.add_argument("--functions", default="", help="regex: only test functions whose name matches")
+    ap.add_argument("--per-function", type=int, default=4, help="cases per test function (0: all)")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per case (needs pytest-timeout)")
+    ap.add_argument("--chunk-timeout", type=int, default=900, help="seconds per child pytest")
+    ap.add_argument("--classes", help="JSON rules that classify failures (see the module's docstring)")
+    ap.add_argument("--tests-commit", help="the Triton commit the tests come from (default: git)")
+    ap.add_argument("--force", action="store_true", help="overwrite OUT.md/OUT.json")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    try:
+        rootdir, lang = find_layout(Path(args.tests_dir).resolve())
+        if args.per_function < 0 or args.timeout < 0 or args.chunk_timeout <= 0:
+            raise ArgError("--per-function and --timeout must be >= 0, --chunk-timeout > 0")
+        try:
+            fn_re = re.compile(args.functions) if args.functions else None
+        except re.error as exc:
+            raise ArgError(f"--functions: bad regex ({exc})") from None
+        out_md, out_json = Path(args.out + ".md"), Path(args.out + ".json")
+        if not out_md.parent.is_dir():
+            raise ArgError(f"--out: folder {out_md.parent} does not exist")
+        for p in (out_md, out_json):
+            if p.exists() and not args.force:
+                raise ArgError(f"{p} exists; pass --force to overwrite it")
+        names = [f.strip() for f in args.files.split(",") if f.strip()]
+        files = [lang / n for n in names] if names else sorted(lang.glob("test_*.py"))
+        for f in files:
+            if not f.is_file():
+                raise ArgError(f"--files: {f.name} is not in {lang}")
+        rules = load_rules(args.classes)
+        from sdk.backend import registry
+        from sdk.errors import Day0Error
+        try:
+            device = type(registry.get(args.backend)).torch_device
+        except Day0Error as exc:
+            raise ArgError(f"--backend: {exc}") from None
+    except ArgError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    import triton
+    from sdk.fileio import atomic_write_text, json_text
+
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "outcomes.jsonl"
+        env = child_env(args.backend, args.tier, log)
+        collected, uncollected, chosen = {}, {}, []
+        for f in files:
+            rel = str(f.relative_to(rootdir))
+            ids, why = collect(rootdir, f, env, device)
+            if fn_re is not None:
+                ids = [i for i in ids if fn_re.search(function_of(i))]
+            if why:
+                uncollected[rel] = why
+            elif ids:
+                collected[rel] = ids
+                chosen += sample(ids, args.per_function)
+            print(f"{rel}: {len(ids)} collected{', ' + why if why else ''}", file=sys.stderr)
+        print(f"running {len(chosen)} cases", file=sys.stderr)
+        results = run_cases(rootdir, chosen, env, device, args.timeout, args.chunk_timeout, log)
+    rows = summarise(collected, uncollected, results, rootdir, rules)
+    totals = {k: sum(r[k] for r in rows) for k in ("collected", "run", "passed", "failed", "skipped", "xfailed")}
+    classes = collections.Counter()
+    for r in rows:
+        classes.update(r["classes"])
+    totals["classes"] = dict(sorted(classes.items()))
+    meta = {"backend": args.backend, "tier": args.tier, "device": device, "triton": triton.__version__,
+            "tests_commit": tests_commit(lang, args.tests_commit), "per_function": args.per_function,
+            "files": [str(f.relative_to(rootdir)) for f in files], "wall_s": time.monotonic() - start,
+            "class_names": CLASSES, "totals": totals}
+    atomic_write_text(out_json, json_text({"meta": meta, "functions": rows}) + "\n")
+    atomic_write_text(out_md, render_md(meta, rows))
+    print(f"{totals['run']} cases: {totals['passed']} passed, {totals['failed']} failed, "
+          f"{totals['skipped']} skipped; classes {totals['classes']}; wrote {out_md} and {out_json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,6 +5,7 @@ tiers against an independent reference: seeded random inputs, outputs poisoned b
   in reductions and scans alike, and the interpreter's numpy fast path must not read bool addition
   as a logical or.
 - AMD's fp8 formats (fp8e4b8, fp8e5b16) are language types every backend converts.
+- A tensor descriptor made in the kernel loads its padding option (NaN or zero) out of bounds.
 - A compiled launch interrupted in its launching thread stops writing before the exception
   frees what it writes.
 """
@@ -156,3 +157,31 @@ def test_fnuz_fp8_formats_convert_like_torch(dtype, tier):
         (q.view(torch.uint8) != want.view(torch.uint8)).nonzero()[:5]
     assert torch.equal(back.isnan(), want.float().isnan())
     assert torch.equal(back.nan_to_num(0.0), want.float().nan_to_num(0.0))
+
+
+# ------------------------------------------------ padding of an in-kernel tensor descriptor
+@triton.jit
+def _desc_padded(in_ptr, out_ptr, IM, IN, B: tl.constexpr, padding: tl.constexpr):
+    desc = tl.make_tensor_descriptor(in_ptr, shape=[IM, IN], strides=[IN, 1], block_shape=[B, B],
+                                     padding_option=padding)
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    value = desc.load([pm * B, pn * B])
+    r = tl.arange(0, B)
+    tl.store(out_ptr + (pm * B + r[:, None]) * (tl.num_programs(1) * B) + pn * B + r[None, :], value)
+
+
+@pytest.mark.parametrize("interpreter", ["batched", "reference"])
+@pytest.mark.parametrize("padding", ["zero", "nan"])
+def test_in_kernel_descriptor_loads_read_its_padding(padding, interpreter):
+    """Elements of a descriptor's block outside its shape read the descriptor's padding option,
+    for a descriptor made in the kernel as for one passed from the host."""
+    IM, IN, B = 21, 13, 16
+    x = torch.randn((IM, IN), generator=gen(31))
+    out = torch.full((2 * B, 2 * B), -7.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _desc_padded[(2, 2)](x, out, IM, IN, B=B, padding=padding, cpu_interpreter=interpreter)
+    want = torch.full((2 * B, 2 * B), float("nan") if padding == "nan" else 0.0)
+    want[:IM, :IN] = x
+    assert torch.equal(out.isnan(), want.isnan())
+    assert torch.equal(out.nan_to_num(123.0), want.nan_to_num(123.0))

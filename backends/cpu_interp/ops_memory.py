@@ -172,7 +172,8 @@ def _make_desc(ctx, op, base, *rest):
     block, elem = tuple(blk.shape), str(blk.element)
     nd = len(rest) // 2
     return TensorDesc(base, [np.asarray(s, np.int64) for s in rest[:nd]],
-                      [np.asarray(s, np.int64) for s in rest[nd:2 * nd]], block, elem)
+                      [np.asarray(s, np.int64) for s in rest[nd:2 * nd]], block, elem,
+                      "nan" if _padding(op, elem) is not None else "zero")
 
 
 def host_descriptor(arg, ty) -> TensorDesc:

@@ -412,8 +412,9 @@ def _advance(state, op, bp, *deltas):
 @rule("tt.make_tensor_descriptor")
 def _make_tensor_descriptor(state, op, base, *rest):
     block, n = op.result.type.block, len(rest) // 2
+    padding = "nan" if op.attrs.get("padding") in (2, "2", "nan", "PAD_NAN") else "zero"
     return TensorDesc(int(base), [int(x) for x in rest[:n]], [int(x) for x in rest[n:]], tuple(block.shape),
-                      str(block.element))
+                      str(block.element), padding)
 
 
 # ------------------------------------------------------------------------------------- memory

@@ -314,9 +314,9 @@ def render_md(meta: dict, rows: list[dict]) -> str:
              f" {meta['wall_s']:.0f} s",
              f"- {t['run']} cases run: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped,"
              f" {t['xfailed']} xfailed",
-             "- failures by class: " + ", ".join(f"{c} ({CLASSES.get(c, c)}): {n}"
-                                                 for c, n in sorted(t["classes"].items())) if t["classes"]
-             else "- no failures", "",
+             "- failures by class: " + ", ".join(
+                 f"{c} ({CLASSES.get(c, c)}): {t['classes'].get(c, 0)}"
+                 for c in [*CLASSES, *sorted(set(t["classes"]) - set(CLASSES))]), "",
              "| file | test function | collected | run | pass | fail | skip | failure classes |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:

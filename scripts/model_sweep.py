@@ -19,7 +19,8 @@ pass, and sorts every outcome into a class:
                 traceback or an exit code other than 0, 1 and 2 (a day0 bug until shown otherwise)
 
 Writes OUT.md (a table) and OUT.json (the same facts, with versions and the configs' model types),
-atomically; refuses to overwrite them without --force. Exit status: 0 when no outcome is of class
+atomically, again after every config finishes: a sweep stopped part way (a time limit, Ctrl-C)
+leaves the configs it finished, the rest marked `not run`. Refuses to overwrite them without --force. Exit status: 0 when no outcome is of class
 `day0`, 1 when one is, 2 on a bad argument (one line).
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -43,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 from sdk.errors import ConfigError  # noqa: E402
 from sdk.fileio import atomic_write_text, json_text, read_bytes  # noqa: E402
 
-CLASSES = ("pass", "refused", "eager", "unsupported", "day0")
+CLASSES = ("pass", "refused", "eager", "unsupported", "day0", "not run")
 MAX_CONFIG_BYTES = 16 << 20
 GRACE_S = 120.0   # the command's own start-up and result writing, beyond the model's --timeout
 
@@ -59,7 +61,7 @@ class Outcome:
     sha256: str
     exit_code: int | str = ""
     wall_s: float = 0.0
-    cls: str = "day0"
+    cls: str = "not run"
     reason: str = ""
     records: list[dict] = field(default_factory=list)   # mode, dtype, status, rmse, kernels, detail
 
@@ -201,7 +203,7 @@ def to_markdown(outcomes: list[Outcome], args: argparse.Namespace, total_s: floa
                      f"| {recs} | {_cell(o.reason)[:300]} |")
     lines += ["", "classes: pass = every (mode, dtype) runs and matches eager; refused = one line, exit 2; "
               "eager = transformers' eager model fails on the CPU; unsupported = ops the backend lacks; "
-              "day0 = a day0 bug until shown otherwise.", ""]
+              "day0 = a day0 bug until shown otherwise; not run = the sweep stopped before it.", ""]
     return "\n".join(lines)
 
 
@@ -249,18 +251,27 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     t0 = time.monotonic()
+    lock = threading.Lock()
+
+    def write() -> float:
+        total = time.monotonic() - t0
+        with lock:  # every finished config so far; the others say "not run"
+            atomic_write_text(json_path, to_json(outcomes, args, total))
+            atomic_write_text(md_path, to_markdown(outcomes, args, total))
+        return total
+
     with tempfile.TemporaryDirectory(prefix="day0-sweep-") as tmp:
         def one(o: Outcome) -> Outcome:
             done = run_one(o, args, Path(tmp))
             recs = ", ".join(f"{r['mode']} {r['status']}" for r in done.records)
             print(f"{done.name:36s} {done.cls:11s} exit {done.exit_code!s:7s} {done.wall_s:6.0f} s  {recs}"
                   f"{'  ' + done.reason[:160] if done.reason else ''}", flush=True)
+            write()
             return done
+        write()
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            outcomes = list(pool.map(one, outcomes))
-    total = time.monotonic() - t0
-    atomic_write_text(json_path, to_json(outcomes, args, total))
-    atomic_write_text(md_path, to_markdown(outcomes, args, total))
+            list(pool.map(one, outcomes))
+    total = write()
     counts = summary(outcomes)
     print(f"{len(outcomes)} configs in {total / 60:.1f} min: " + ", ".join(f"{c} {n}" for c, n in counts.items())
           + f"; wrote {md_path} and {json_path}")

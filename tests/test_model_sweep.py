@@ -72,3 +72,26 @@ def test_refused_configs_are_their_own_class_with_the_commands_line(tmp_path):
 def test_outcomes_are_classified(code, stderr, records, cls):
     got, reason = model_sweep.classify(code, stderr, records)
     assert got == cls and (cls == "pass") == (reason == ""), (got, reason)
+
+
+def test_a_sweep_stopped_part_way_keeps_what_it_finished(tmp_path, monkeypatch):
+    """The files are rewritten after every config: stopped at the second config, they hold the
+    first one's outcome and say the second was not run."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    for name in ("a_first", "b_second"):
+        (configs / f"{name}.json").write_text(json.dumps({"model_type": "llama"}))
+
+    def fake_run(outcome, args, scratch):
+        if outcome.name == "b_second":
+            raise KeyboardInterrupt  # what a Ctrl-C or a time limit does to the sweep
+        outcome.exit_code, outcome.wall_s, outcome.cls, outcome.reason = 2, 1.0, "refused", "why"
+        return outcome
+
+    monkeypatch.setattr(model_sweep, "run_one", fake_run)
+    with pytest.raises(KeyboardInterrupt):
+        model_sweep.main([str(configs), "--out", str(tmp_path / "s")])
+    data = json.loads((tmp_path / "s.json").read_text())
+    assert [(m["name"], m["cls"]) for m in data["models"]] == [("a_first", "refused"), ("b_second", "not run")]
+    assert data["counts"]["refused"] == 1 and data["counts"]["not run"] == 1
+    assert "| b_second | llama | not run |" in (tmp_path / "s.md").read_text()

@@ -34,8 +34,11 @@ def describe(m: Mutant) -> dict:
 
 
 INTERP = ("tests/test_cpu_interp_mutants.py", "tests/test_cpu_interp_numerics.py", "tests/test_cpu_interp_features.py",
-          "tests/test_cpu_interp_reference.py", "tests/test_cpu_interp_tutorials.py")
-COMPILED = ("tests/test_cpu_compiled.py", "tests/test_cpu_compiled_language.py", "tests/test_cpu_compiled_layouts.py")
+          "tests/test_cpu_interp_reference.py", "tests/test_cpu_interp_tutorials.py",
+          "tests/test_cpu_interp_language_corners.py")
+COMPILED = ("tests/test_cpu_compiled.py", "tests/test_cpu_compiled_language.py", "tests/test_cpu_compiled_layouts.py",
+            "tests/test_cpu_interp_numerics.py", "tests/test_cpu_interp_mutants.py",
+            "tests/test_cpu_interp_language_corners.py")
 COMPARE = ("tests/test_conformance_compare.py", "tests/test_runner_results.py", "tests/test_runner.py")
 REPORT = ("tests/test_report.py", "tests/test_report_headline.py", "tests/test_coverage.py", "tests/test_results_files.py")
 
@@ -175,7 +178,9 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("histogram_mask_ignored", "interp", "tl.histogram ignores its mask",
        (T, "    if mask is not None:\n        ok &= mask\n", "    if False:\n        ok &= mask\n"), INTERP),
     _m("histogram_upper_bound", "interp", "tl.histogram counts value == num_bins into the next program's bins",
-       (T, "ok = (x >= 0) & (x < nb)", "ok = (x >= 0) & (x <= nb)"), INTERP),
+       (T, "ok = (x >= 0) & (x < nb)", "ok = (x >= 0) & (x <= nb)"), INTERP,
+       equivalent="only a value outside the histogram's range [0, num_bins) sees it, and Triton leaves "
+                  "what such a value does unspecified"),
     # ---------------------------------------------------------------------------- memory
     _m("load_other_ignored_fast", "interp", "a masked load fills masked-off lanes with 0, ignoring `other` (row fast path)",
        (MEM, "        cdt = compute_dtype(elem)\n        return np.where(m, vals, _fill(other, (), cdt) if other is None else other)",

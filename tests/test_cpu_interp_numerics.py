@@ -149,13 +149,14 @@ def _fma_ref(a: float, b: float, c: float) -> float:
     return float(best)
 
 
+@pytest.mark.parametrize("tier", ["interp", "compiled"])
 @pytest.mark.parametrize("op", ["div_rn", "fdiv", "sqrt_rn", "fma", "clamp", "clamp_nan"])
-def test_float_precise_fma_clamp(op):
+def test_float_precise_fma_clamp(op, tier):
     x, y, z = floats(3), floats(4).flip(0), floats(5).roll(7)
     if op == "fma":  # keep products finite-ish and the exact reference cheap
         x, y, z = floats(3, specials=False), floats(4, specials=False), floats(5, specials=False)
     out = poisoned()
-    launch(float_precise, x, y, z, out, OP=op)
+    launch(float_precise, x, y, z, out, OP=op, cpu_tier=tier)  # auto would interpret a launch this small
     lo, hi = torch.fmin(y, z), torch.fmax(y, z)
     if op in ("div_rn", "fdiv"):
         ref = x / y

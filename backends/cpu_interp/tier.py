@@ -4,7 +4,9 @@ tier (compiled/: TTIR -> LLVM IR -> native code), and why.
 Selection, per kernel at compile time (the tier is a compile option, so Triton caches each
 tier's kernels apart):
   * the option `cpu_tier` ("interp", "compiled" or "auto"): `kernel[grid](..., cpu_tier="auto")`;
-  * else the environment variable DAY0_CPU_TIER;
+  * else the environment variable DAY0_CPU_TIER (read at that compile: a kernel already loaded in
+    the process keeps its tier when the variable changes, since Triton's in-memory cache keys a
+    kernel by its launch options);
   * else the default, "auto"
 except with the reference interpreter (`cpu_interp@reference`, `cpu_interpreter="reference"`),
 which is chosen to run kernels itself: there only the option `cpu_tier` changes "interp".

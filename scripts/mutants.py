@@ -205,7 +205,8 @@ MUTANTS: tuple[Mutant, ...] = (
        (OM, "ok = (i >= 0) & (i < _expand(self.shape[d], nd))", "ok = (i >= 0) & (i <= _expand(self.shape[d], nd))"),
        INTERP),
     _m("blockptr_padding_nan_ignored", "interp", "padding_option='nan' pads with zeros",
-       (OM, 'if pad in (2, "2", "nan", "PAD_NAN"):', "if False:"), INTERP),
+       ("backends/cpu_interp/analysis.py", 'return "nan" if op.attrs.get("padding") in (2, "2", "nan", "PAD_NAN") else "zero"',
+        'return "zero"'), INTERP),
     _m("grid_last_program_dropped", "interp", "the last program of a launch never runs", (_LAST_PROGRAM_DROPPED,), INTERP),
     # ---------------------------------------------------------------------------- atomics
     _m("atomic_returns_new", "interp", "atomic_add/max/... return the new value instead of the old",

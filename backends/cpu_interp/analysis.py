@@ -78,6 +78,12 @@ def spins(loop: Op) -> bool:
                for region in loop.regions for o in _walk(region))
 
 
+def padding_of(op: Op) -> str:
+    """"nan" or "zero": what a block pointer's or tensor descriptor's out-of-bounds elements read
+    as (its `padding` attribute, printed as a number or a name by Triton's versions)."""
+    return "nan" if op.attrs.get("padding") in (2, "2", "nan", "PAD_NAN") else "zero"
+
+
 def combine_ufunc(op: Op) -> np.ufunc | None:
     """The numpy ufunc of a tt.reduce / tt.scan whose combine region is a single associative op of
     its two block arguments over one operand of an exact type; None otherwise."""

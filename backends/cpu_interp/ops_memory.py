@@ -6,6 +6,7 @@ import numpy as np
 from sdk.numerics import numpy_dtype
 from sdk.ttir import PointerType, TensorType
 
+from .analysis import padding_of
 from .atomics import kind_of
 from .pointers import Ptrs
 from .table import rule
@@ -113,10 +114,7 @@ def _check_dims(op) -> list[int]:
 
 
 def _padding(op, elem):
-    pad = op.attrs.get("padding")
-    if pad in (2, "2", "nan", "PAD_NAN"):
-        return np.array(np.nan, np.float32)
-    return None
+    return np.array(np.nan, np.float32) if padding_of(op) == "nan" else None
 
 
 # --------------------------------------------------------------------------- loads and stores
@@ -173,7 +171,7 @@ def _make_desc(ctx, op, base, *rest):
     nd = len(rest) // 2
     return TensorDesc(base, [np.asarray(s, np.int64) for s in rest[:nd]],
                       [np.asarray(s, np.int64) for s in rest[nd:2 * nd]], block, elem,
-                      "nan" if _padding(op, elem) is not None else "zero")
+                      padding_of(op))
 
 
 def host_descriptor(arg, ty) -> TensorDesc:

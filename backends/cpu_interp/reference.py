@@ -30,7 +30,7 @@ from sdk.errors import ConfigError, Day0Error, KernelFault
 from sdk.numerics import numpy_dtype
 from sdk.ttir import Module, Op, PointerType, Region, ScalarType
 
-from .analysis import combine_ufunc, spins
+from .analysis import combine_ufunc, padding_of, spins
 from .atomics import kind_of
 from .cooperative import Cooperative
 from .ops_arith import ARITH
@@ -412,9 +412,8 @@ def _advance(state, op, bp, *deltas):
 @rule("tt.make_tensor_descriptor")
 def _make_tensor_descriptor(state, op, base, *rest):
     block, n = op.result.type.block, len(rest) // 2
-    padding = "nan" if op.attrs.get("padding") in (2, "2", "nan", "PAD_NAN") else "zero"
     return TensorDesc(int(base), [int(x) for x in rest[:n]], [int(x) for x in rest[n:]], tuple(block.shape),
-                      str(block.element), padding)
+                      str(block.element), padding_of(op))
 
 
 # ------------------------------------------------------------------------------------- memory
@@ -427,7 +426,7 @@ def _boundary_check(op) -> list[int]:
 def _load(state, op, ptr, mask=None, other=None):
     if isinstance(ptr, BlockPtr):  # out-of-bounds elements of the checked dims read the padding
         addr, inside = ptr.addresses(_boundary_check(op))
-        nan = op.attrs.get("padding") in (2, "2", "nan", "PAD_NAN") and inside is not None
+        nan = padding_of(op) == "nan" and inside is not None
         return state.mem.load(state, op, addr, inside, np.float32(np.nan) if nan else None, ptr.elem)
     return state.mem.load(state, op, ptr, mask, other, pointee(op.operands[0].type))
 

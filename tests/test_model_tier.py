@@ -18,6 +18,23 @@ from sdk.modeltier.runner import plan, text_config  # noqa: E402
 from sdk.modeltier.scale import scale  # noqa: E402
 
 HERE = Path(__file__).parent
+
+# published configs (GPT-2, Bamba-9B, Zamba2-2.7B) whose fields the scale rule once missed; the slow
+# tier runs them end to end (tests/slow/test_model_tier_more.py)
+GPT2 = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 768, "n_head": 12,
+        "n_layer": 12, "n_positions": 1024, "vocab_size": 50257, "activation_function": "gelu_new"}
+BAMBA = {"model_type": "bamba", "architectures": ["BambaForCausalLM"], "hidden_size": 4096,
+         "num_hidden_layers": 32, "attn_layer_indices": [9, 18, 27], "num_attention_heads": 32,
+         "num_key_value_heads": 8, "intermediate_size": 14336, "mamba_n_heads": 128, "mamba_d_head": 64,
+         "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_expand": 2, "mamba_d_conv": 4,
+         "mamba_chunk_size": 256, "vocab_size": 128256}
+_ZAMBA2_HYBRID = [6, 12, 18, 24, 30, 36, 42, 47, 51]
+ZAMBA2 = {"model_type": "zamba2", "architectures": ["Zamba2ForCausalLM"], "hidden_size": 2560,
+          "num_hidden_layers": 54, "hybrid_layer_ids": _ZAMBA2_HYBRID,
+          "layers_block_type": ["hybrid" if i in _ZAMBA2_HYBRID else "mamba" for i in range(54)],
+          "mamba_d_state": 64, "mamba_expand": 2, "mamba_ngroups": 1, "n_mamba_heads": 80,
+          "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 10240,
+          "num_mem_blocks": 2, "vocab_size": 32000}
 DAY0 = [sys.executable, "-m", "sdk.cli"]
 
 
@@ -183,9 +200,7 @@ def _built(job):
 def test_fields_stored_under_their_own_names_are_scaled(tmp_path):
     """GPT-2 stores the width, heads and depth as n_embd, n_head, n_layer (the config class's
     attribute_map): the rule reads them through those aliases, keeps the head dim 64."""
-    gpt2 = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 768, "n_head": 12,
-            "n_layer": 12, "n_positions": 1024, "vocab_size": 50257, "activation_function": "gelu_new"}
-    job = _plan_config(tmp_path, "gpt2", gpt2)
+    job = _plan_config(tmp_path, "gpt2", GPT2)
     c = job.config
     assert c["n_layer"] == 2 and c["n_embd"] < 768 and c["n_embd"] // c["n_head"] == 64, c
     assert "hidden_size" not in c and "num_hidden_layers" not in c  # written back under the config's names
@@ -210,12 +225,7 @@ def test_width_is_a_multiple_of_the_heads_where_the_head_dim_is_explicit(tmp_pat
 def test_a_list_of_attention_layer_indices_keeps_an_attention_layer(tmp_path):
     """Bamba-9B names its attention layers by index (9, 18, 27 of 32): two layers keep one Mamba-2
     layer and one attention layer, in that order."""
-    bamba = {"model_type": "bamba", "architectures": ["BambaForCausalLM"], "hidden_size": 4096,
-             "num_hidden_layers": 32, "attn_layer_indices": [9, 18, 27], "num_attention_heads": 32,
-             "num_key_value_heads": 8, "intermediate_size": 14336, "mamba_n_heads": 128, "mamba_d_head": 64,
-             "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_expand": 2, "mamba_d_conv": 4,
-             "mamba_chunk_size": 256, "vocab_size": 128256}
-    job = _plan_config(tmp_path, "bamba", bamba)
+    job = _plan_config(tmp_path, "bamba", BAMBA)
     c = job.config
     assert c["num_hidden_layers"] == 2 and c["attn_layer_indices"] == [1]
     assert c["mamba_n_heads"] * c["mamba_d_head"] == c["mamba_expand"] * c["hidden_size"]
@@ -228,14 +238,7 @@ def test_a_list_of_attention_layer_indices_keeps_an_attention_layer(tmp_path):
 def test_index_lists_follow_a_truncated_layer_list_and_ssm_heads_follow_the_width(tmp_path):
     """Zamba2: the hybrid layer ids follow the layer-type prefix; the Mamba heads (n_mamba_heads,
     head dim 64 kept) and the attention width (2 x hidden, stored in the config) follow the width."""
-    ids = [6, 12, 18, 24, 30, 36, 42, 47, 51]
-    zamba2 = {"model_type": "zamba2", "architectures": ["Zamba2ForCausalLM"], "hidden_size": 2560,
-              "num_hidden_layers": 54, "hybrid_layer_ids": ids,
-              "layers_block_type": ["hybrid" if i in ids else "mamba" for i in range(54)],
-              "mamba_d_state": 64, "mamba_expand": 2, "mamba_ngroups": 1, "n_mamba_heads": 80,
-              "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 10240,
-              "num_mem_blocks": 2, "vocab_size": 32000}
-    job = _plan_config(tmp_path, "zamba2", zamba2)
+    job = _plan_config(tmp_path, "zamba2", ZAMBA2)
     c = job.config
     assert c["num_hidden_layers"] == 7 and c["hybrid_layer_ids"] == [6] and c["layers_block_type"][6] == "hybrid"
     config, _ = _built(job)

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("transformers", reason="transformers not installed (pip install transformers)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_model_tier import _config, _day0, _write  # noqa: E402
+from test_model_tier import BAMBA, GPT2, ZAMBA2, _config, _day0, _write  # noqa: E402
 
 from sdk.conformance.results import load_results  # noqa: E402
 
@@ -59,21 +59,7 @@ def test_configs_with_their_own_field_names_and_layer_indices_run_end_to_end(tmp
     """Published configs the rule once scaled wrongly: GPT-2's n_embd/n_head/n_layer (12 full-width
     layers before), Bamba's attention layer indices (no attention layer left before) and Zamba2's
     Mamba heads stored as n_mamba_heads (a shape error before). Each runs and matches eager."""
-    gpt2 = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 768, "n_head": 12,
-            "n_layer": 12, "n_positions": 1024, "vocab_size": 50257, "activation_function": "gelu_new"}
-    bamba = {"model_type": "bamba", "architectures": ["BambaForCausalLM"], "hidden_size": 4096,
-             "num_hidden_layers": 32, "attn_layer_indices": [9, 18, 27], "num_attention_heads": 32,
-             "num_key_value_heads": 8, "intermediate_size": 14336, "mamba_n_heads": 128, "mamba_d_head": 64,
-             "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_expand": 2, "mamba_d_conv": 4,
-             "mamba_chunk_size": 256, "vocab_size": 128256}
-    ids = [6, 12, 18, 24, 30, 36, 42, 47, 51]
-    zamba2 = {"model_type": "zamba2", "architectures": ["Zamba2ForCausalLM"], "hidden_size": 2560,
-              "num_hidden_layers": 54, "hybrid_layer_ids": ids,
-              "layers_block_type": ["hybrid" if i in ids else "mamba" for i in range(54)],
-              "mamba_d_state": 64, "mamba_expand": 2, "mamba_ngroups": 1, "n_mamba_heads": 80,
-              "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 10240,
-              "num_mem_blocks": 2, "vocab_size": 32000}
-    paths = [str(_write(tmp_path, n, c)) for n, c in (("gpt2", gpt2), ("bamba", bamba), ("zamba2", zamba2))]
+    paths = [str(_write(tmp_path, n, c)) for n, c in (("gpt2", GPT2), ("bamba", BAMBA), ("zamba2", ZAMBA2))]
     out = tmp_path / "m.jsonl"
     proc = _day0("model", *paths, "--out", str(out), timeout=1800)
     recs = load_results(out).records

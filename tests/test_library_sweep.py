@@ -38,7 +38,7 @@ def test_existing_results_are_not_overwritten_without_force(tmp_path):
 
 
 def test_a_library_op_runs_and_is_compared(tmp_path):
-    pytest.importorskip("liger_kernel")
+    pytest.importorskip("liger_kernel", reason="liger-kernel not installed (pip install liger-kernel)")
     proc = _run("--only", "liger.swiglu,liger.dyt", "--out", str(tmp_path / "s"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = {(r["op"], r["dtype"]): r for r in json.loads((tmp_path / "s.json").read_text())["results"]}

@@ -265,7 +265,7 @@ def test_top_p_reference_leaves_open_only_the_tokens_within_a_search_step_of_the
     """vLLM's top-p cut is found by a bisection of the probabilities with a fixed number of steps:
     the reference's alternative flips only tokens within one step of the least likely kept one,
     never the most likely token, and equals the reference elsewhere."""
-    from sdk.conformance.library import vllm
+    from sdk.conformance.library.vllm import sampling as vllm_sampling
     spec = load_suite()["lib_vllm_topk_topp"]
     for case in spec.cases:
         gen = torch.Generator().manual_seed(case_seed(spec.name, case.name, "fp32"))
@@ -282,6 +282,6 @@ def test_top_p_reference_leaves_open_only_the_tokens_within_a_search_step_of_the
                 k = min(int(x["k"][r]), row.numel())
                 probs = torch.softmax(row.masked_fill(row < row.topk(k).values[-1], float("-inf")), -1)
                 live = probs[probs > 0]
-                step = float(live.max() - live.min()) / 2 ** vllm.TOPP_SEARCH_STEPS
+                step = float(live.max() - live.min()) / 2 ** vllm_sampling.TOPP_SEARCH_STEPS
                 assert ((probs[flipped] - probs[kept].min()).abs() <= step).all()
                 assert int(flipped.sum()) < 0.01 * int(kept.sum()) + 2

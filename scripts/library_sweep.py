@@ -17,12 +17,16 @@ op it was running is recorded as crash / timeout. Results: a markdown table and 
     python scripts/library_sweep.py --only 'fla.ops.gla.*,liger.rms_norm' --out /tmp/s --force
     python scripts/library_sweep.py --list
 
+Another sweep (scripts/thirdparty_sweep.py) reuses this machinery with its own `Sweep`: its ops,
+its libraries and its file as the worker's entry point.
+
 Exit status: 0 when every op passed or has a stated reason (its `expect`), 1 when some non-pass
 has none (a suspected backend bug), 2 for bad command-line input.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import json
 import os
@@ -66,6 +70,10 @@ class SweepOp:
     expect: str = ""                            # the stated reason of a known non-pass ("b: ...")
     note: str = ""                              # shapes, variant
     no_cotangent: tuple[str, ...] = ()          # outputs compared but not backpropagated through
+    cpu_tier: str = ""                          # "interp" / "compiled": run in a worker with
+                                                # DAY0_CPU_TIER set so; "" keeps the sweep's default
+    context: Callable[[], Any] | None = None    # a context manager around the library's calls
+                                                # (forward and backward), e.g. a stated stand-in
 
     def bound(self, name: str, dtype: str) -> float:
         for key in (f"{name}@{dtype}", name, dtype):
@@ -74,10 +82,30 @@ class SweepOp:
         return DEFAULT_TOL[dtype]
 
 
+class NotInstalled(Exception):
+    """Raised by an op's `make` when its library cannot be imported: the item is `skipped` with
+    this message (what to install), never a pass or a failure."""
+
+
 def all_ops() -> list[SweepOp]:
     import library_sweep_fla
     import library_sweep_liger
     return library_sweep_fla.OPS + library_sweep_liger.OPS
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One sweep script: its ops, the libraries they come from and the file its workers run."""
+
+    title: str                                  # "Library sweep"
+    script: Path                                # the script; run with --worker in each worker
+    libs: dict[str, str]                        # kernel origin (sdk.launches) -> pip distribution
+    load: Callable[[], list[SweepOp]]           # the ops, imported in the worker too
+    legend: str = ("`class`: (b) the library itself needs CUDA, (c) the reference or bound is the "
+                   "sweep's.")
+
+
+SWEEP = Sweep("Library sweep", Path(__file__).resolve(), LIBS, all_ops)
 
 
 def item_ids(ops: list[SweepOp]) -> list[str]:
@@ -129,7 +157,8 @@ def run_one(op: SweepOp, dtype_name: str) -> dict:
     gen = torch.Generator().manual_seed(seed)
     base = op.make(gen, dtype)
     xl = _cast_inputs(base, op.grads, None)
-    with launches.record() as rec, poisoned_allocations():
+    around = op.context() if op.context else contextlib.nullcontext()
+    with launches.record() as rec, poisoned_allocations(), around:
         out = _outputs(op.call(xl))
         cot = {}
         if op.grads:
@@ -145,6 +174,9 @@ def run_one(op: SweepOp, dtype_name: str) -> dict:
                     out["d" + n] = xl[n].grad
     mine = [k for k in rec.kernels if k.origin == op.lib]
     tiers = sorted({k.tier for k in mine if k.tier})
+    if op.cpu_tier and tiers and tiers != [op.cpu_tier]:
+        return {"kernels": sorted({k.name for k in mine}), "tiers": tiers, "status": "error",
+                "detail": f"asked for cpu tier {op.cpu_tier}, ran on {'/'.join(tiers)}"}
     record = {"kernels": sorted({k.name for k in mine}), "tiers": tiers,
               "other_kernels": sorted({f"{k.origin}:{k.name}" for k in rec.kernels if k.origin != op.lib})}
     faults = [k for k in rec.kernels if k.status in ("fault", "unsupported")]
@@ -189,14 +221,14 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0][:300] if text else ''}"
 
 
-def worker(ids: list[str], results: Path, backend: str) -> None:
+def worker(ids: list[str], results: Path, backend: str, sweep: Sweep = SWEEP) -> None:
     """Run the items `ids` one after another, appending a start line and a result line each."""
     os.environ.setdefault("TRITON_DEFAULT_BACKEND", backend)
     import warnings
     warnings.filterwarnings("ignore")
     import sdk
     sdk.activate(backend)
-    ops = {op.name: op for op in all_ops()}
+    ops = {op.name: op for op in sweep.load()}
     with open(results, "a", encoding="utf-8") as fh:
         for item in ids:
             name, dt = item.rsplit("@", 1)
@@ -206,6 +238,8 @@ def worker(ids: list[str], results: Path, backend: str) -> None:
             t0 = time.perf_counter()
             try:
                 rec = run_one(op, dt)
+            except NotInstalled as exc:
+                rec = {"status": "skipped", "detail": str(exc)}
             except Exception as exc:  # the library's or the backend's error, recorded
                 tb = traceback.extract_tb(exc.__traceback__)
                 where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(tb)), "")
@@ -228,23 +262,31 @@ def _read_lines(path: Path) -> list[dict]:
     return out
 
 
-def drive(ops: list[SweepOp], backend: str, timeout: float, log: Callable[[str], None]) -> dict[str, dict]:
-    """Run every item in worker processes; a worker that dies or stalls is replaced."""
+def drive(ops: list[SweepOp], backend: str, timeout: float, log: Callable[[str], None],
+          sweep: Sweep = SWEEP) -> dict[str, dict]:
+    """Run every item in worker processes; a worker that dies or stalls is replaced. Items of ops
+    that ask for a cpu tier run in workers of their own with DAY0_CPU_TIER set (a kernel keeps the
+    tier it was loaded with, so one process runs one tier)."""
     results: dict[str, dict] = {}
     for op in ops:
         if op.skip:
             for dt in op.dtypes:
                 results[f"{op.name}@{dt}"] = {"id": f"{op.name}@{dt}", "status": "skipped", "detail": op.skip}
-    todo = [i for i in item_ids(ops) if i not in results]
+    tier_of = {f"{op.name}@{dt}": op.cpu_tier for op in ops for dt in op.dtypes}
+    pending = [i for i in item_ids(ops) if i not in results]
     with tempfile.TemporaryDirectory(prefix="day0-sweep-") as tmp:
         path = Path(tmp) / "results.jsonl"
-        while todo:
+        while pending:
+            tier = tier_of[pending[0]]
+            todo = [i for i in pending if tier_of[i] == tier]
             env = dict(os.environ, TRITON_DEFAULT_BACKEND=backend)
+            if tier:
+                env["DAY0_CPU_TIER"] = tier
             env.setdefault("DAY0_CPU_TIER", "auto")
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
             ids_file = Path(tmp) / "ids.json"
             ids_file.write_text(json.dumps(todo))
-            proc = subprocess.Popen([sys.executable, __file__, "--worker", str(ids_file), str(path),
+            proc = subprocess.Popen([sys.executable, str(sweep.script), "--worker", str(ids_file), str(path),
                                      "--backend", backend], env=env, stdout=subprocess.DEVNULL,
                                     stderr=open(Path(tmp) / "worker.err", "ab"))
             seen, started, last = len(_read_lines(path)), None, time.monotonic()
@@ -279,15 +321,15 @@ def drive(ops: list[SweepOp], backend: str, timeout: float, log: Callable[[str],
             elif proc.returncode not in (0, None, -9):
                 err = (Path(tmp) / "worker.err").read_text(errors="replace").strip().splitlines()
                 raise RuntimeError(f"sweep worker failed before any op: {err[-1] if err else proc.returncode}")
-            todo = [i for i in todo if i not in results]
+            pending = [i for i in pending if i not in results]
     return results
 
 
 # ------------------------------------------------------------------------------ reports
-def _versions() -> dict:
+def _versions(dists: tuple[str, ...] = ("fla-core", "liger-kernel")) -> dict:
     import importlib.metadata as md
     out = {}
-    for dist in ("fla-core", "liger-kernel", "triton", "torch", "day0-sdk"):
+    for dist in (*dists, "triton", "torch", "day0-sdk"):
         try:
             out[dist] = md.version(dist)
         except md.PackageNotFoundError:
@@ -295,7 +337,8 @@ def _versions() -> dict:
     return out
 
 
-def report(ops: list[SweepOp], results: dict[str, dict], backend: str, wall: float) -> tuple[str, dict]:
+def report(ops: list[SweepOp], results: dict[str, dict], backend: str, wall: float,
+           sweep: Sweep = SWEEP, command: str = "") -> tuple[str, dict]:
     rows = []
     for op in ops:
         for dt in op.dtypes:
@@ -303,7 +346,7 @@ def report(ops: list[SweepOp], results: dict[str, dict], backend: str, wall: flo
             cls = ""
             if r["status"] != "pass" and op.expect:
                 cls = op.expect
-            rows.append({"op": op.name, "lib": LIBS[op.lib], "dtype": dt, "status": r["status"],
+            rows.append({"op": op.name, "lib": sweep.libs[op.lib], "dtype": dt, "status": r["status"],
                          "detail": r.get("detail", ""), "class": cls, "note": op.note,
                          "seconds": r.get("seconds"), "tiers": r.get("tiers", []),
                          "kernels": r.get("kernels", []), "errors": r.get("errors", {}),
@@ -311,19 +354,22 @@ def report(ops: list[SweepOp], results: dict[str, dict], backend: str, wall: flo
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
-    meta = {"backend": backend, "cpu_tier": os.environ.get("DAY0_CPU_TIER", "auto"),
-            "versions": _versions(), "host": f"{platform.machine()}, {os.cpu_count()} cores",
+    dists = tuple(dict.fromkeys(sweep.libs.values()))
+    script = f"scripts/{sweep.script.name}"
+    command = command or f"python {script}"
+    meta = {"backend": backend, "cpu_tier": os.environ.get("DAY0_CPU_TIER", "auto"), "command": command,
+            "versions": _versions(dists), "host": f"{platform.machine()}, {os.cpu_count()} cores",
             "wall_seconds": round(wall, 1), "counts": counts,
             "tolerance": "relative error ||lib - ref|| / ||ref|| per output and gradient; "
                          f"default bounds {DEFAULT_TOL}"}
     v = meta["versions"]
-    lines = [f"# Library sweep on {backend}", "",
-             f"Generated by `python scripts/library_sweep.py`; fla-core {v['fla-core']}, liger-kernel "
-             f"{v['liger-kernel']}, triton {v['triton']}, torch {v['torch']}; DAY0_CPU_TIER="
+    libs = ", ".join(f"{d} {v[d]}" for d in dists)
+    lines = [f"# {sweep.title} on {backend}", "",
+             f"Generated by `{command}`; {libs}, triton {v['triton']}, torch {v['torch']}; DAY0_CPU_TIER="
              f"{meta['cpu_tier']}; {meta['host']}; {meta['wall_seconds']:.0f} s.", "",
              "Every op runs forward (and backward where it has autograd) on seeded inputs against a "
              "PyTorch reference in fp64; errors are relative (||lib - ref|| / ||ref||). "
-             "`class`: (b) the library itself needs CUDA, (c) the reference or bound is the sweep's.", "",
+             f"{sweep.legend}", "",
              "Counts: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())), "",
              "| op | dtype | status | tier | worst error | detail / class | s |", "|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -336,13 +382,13 @@ def report(ops: list[SweepOp], results: dict[str, dict], backend: str, wall: flo
     return "\n".join(lines) + "\n", {"meta": meta, "results": rows}
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, sweep: Sweep = SWEEP, description: str = "") -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--worker":
         backend = argv[argv.index("--backend") + 1] if "--backend" in argv else "cpu_interp"
-        worker(json.loads(Path(argv[1]).read_text()), Path(argv[2]), backend)
+        worker(json.loads(Path(argv[1]).read_text()), Path(argv[2]), backend, sweep)
         return 0
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=description or __doc__.split("\n\n")[0])
     ap.add_argument("--out", help="output path without suffix: writes OUT.md and OUT.json")
     ap.add_argument("--force", action="store_true", help="overwrite existing output files")
     ap.add_argument("--only", default="", help="comma-separated op-name patterns (fnmatch)")
@@ -350,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds an op may run (default 600)")
     ap.add_argument("--list", action="store_true", help="list the ops and exit")
     args = ap.parse_args(argv)
-    ops = all_ops()
+    ops = sweep.load()
     if args.only:
         pats = [p.strip() for p in args.only.split(",") if p.strip()]
         ops = [op for op in ops if any(fnmatch.fnmatch(op.name, p) or p in op.name for p in pats)]
@@ -377,8 +423,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     from sdk.fileio import atomic_write_text, json_text
     t0 = time.monotonic()
-    results = drive(ops, args.backend, args.timeout, lambda s: print(s, flush=True))
-    text, data = report(ops, results, args.backend, time.monotonic() - t0)
+    results = drive(ops, args.backend, args.timeout, lambda s: print(s, flush=True), sweep)
+    command = " ".join(["python", f"scripts/{sweep.script.name}", *argv])
+    text, data = report(ops, results, args.backend, time.monotonic() - t0, sweep, command)
     atomic_write_text(md_path, text)
     atomic_write_text(json_path, json_text(data, indent=1) + "\n")
     unexplained = [r for r in data["results"] if r["status"] not in ("pass", "skipped") and not r["class"]]

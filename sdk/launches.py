@@ -17,7 +17,8 @@ from typing import Any, Iterator
 
 # module prefix of the kernel's Python function -> origin
 _ORIGINS = (("fla.", "fla"), ("vllm.", "vllm"), ("liger_kernel.", "liger"), ("sdk.conformance.", "day0"),
-            ("torch._inductor.", "inductor"), ("triton_kernels.", "triton_kernels"))
+            ("torch._inductor.", "inductor"), ("triton_kernels.", "triton_kernels"),
+            ("mamba_ssm.", "mamba_ssm"), ("torchao.", "torchao"), ("sglang.", "sglang"))
 
 
 @dataclass
@@ -25,7 +26,7 @@ class KernelRecord:
     """One kernel: what it is, where it comes from, what it needs, and how it went."""
 
     name: str
-    origin: str                    # inductor / fla / vllm / liger / day0 / user / unknown
+    origin: str                    # inductor / fla / vllm / liger / mamba_ssm / ... / day0 / user / unknown
     source_file: str = ""
     ops: tuple[str, ...] = ()      # the TTIR op names of the kernel (after the backend's passes)
     launches: int = 0

@@ -21,7 +21,7 @@ the project's environment, and put them on PYTHONPATH:
 
 Stand-ins, stated per op in its note: mamba_ssm's package imports its CUDA extension
 `selective_scan_cuda` unconditionally (mamba_ssm/ops/selective_scan_interface.py:20), so a module of
-that name that raises on any use is installed before the import; and mamba_ssm selects the CUDA
+that name whose functions raise when called is installed before the import; and mamba_ssm selects the CUDA
 device around every launch (`with torch.cuda.device(x.device.index)`) and reads the CUDA SM count in
 its backward passes, which a CPU-only torch cannot answer: ops marked so run with
 `cuda_device_standin()`, in which those two calls answer for a non-CUDA tensor (no device switch;
@@ -71,14 +71,20 @@ def require(lib: str, module: str) -> Any:
 
 def _selective_scan_cuda_standin() -> None:
     """mamba_ssm/__init__.py imports its CUDA selective-scan extension whatever the device: where
-    it is not built, a module of its name that raises on any use lets the Triton ops import."""
+    it is not built, a module of its name whose functions raise when called lets the Triton ops
+    import."""
     if "selective_scan_cuda" in sys.modules or importlib.util.find_spec("selective_scan_cuda"):
         return
     mod = types.ModuleType("selective_scan_cuda")
 
     def missing(name: str) -> Any:
-        raise RuntimeError(f"selective_scan_cuda.{name}: mamba_ssm's CUDA extension is not built "
-                           "(stand-in installed by scripts/thirdparty_sweep.py)")
+        if name.startswith("__"):   # module introspection (__file__, __spec__ ...) finds nothing
+            raise AttributeError(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(f"selective_scan_cuda.{name}: mamba_ssm's CUDA extension is not built "
+                               "(stand-in installed by scripts/thirdparty_sweep.py)")
+        return call
     mod.__getattr__ = missing  # type: ignore[attr-defined]
     sys.modules["selective_scan_cuda"] = mod
 

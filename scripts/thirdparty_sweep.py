@@ -141,8 +141,8 @@ def all_ops() -> list[SweepOp]:
 
 
 SWEEP = Sweep("Third-party Triton library sweep", Path(__file__).resolve(), LIBS, all_ops,
-              legend="`class`: (b) the library's own code needs CUDA or a GPU (file:line named), "
-                     "(c) the reference or bound is the sweep's.")
+              legend="`class`: (b) the library's own code: a CUDA-only path or call, or a mistake there "
+                     "(file:line named); (c) the reference or bound is the sweep's.")
 
 
 if __name__ == "__main__":

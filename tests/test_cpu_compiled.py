@@ -530,6 +530,28 @@ def test_faults_match_the_interpreter(monkeypatch):
     assert messages[0] == messages[1] and "negative input" in messages[1]
 
 
+@triton.jit
+def shifted_store_kernel(x_ptr, out_ptr, shift, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs + shift, tl.load(x_ptr + offs))
+
+
+def test_a_store_with_a_stray_lane_writes_no_lane():
+    """The check comes before the access on both tiers: a program whose store has one stray lane
+    faults without writing its other lanes; with room for every lane the same stores are made
+    in full."""
+    for tier in ("interp", "compiled"):
+        x, out = torch.randn(64, generator=gen(17)), torch.full((64,), float("nan"))
+        with pytest.raises(KernelFault, match="out-of-bounds store to 'out_ptr'"):
+            shifted_store_kernel[(2,)](x, out, 1, BLOCK=32, cpu_tier=tier)
+        assert {t for t, _ in tiers_ran()} == {tier}
+        assert out[33:].isnan().all(), tier  # the faulting program wrote none of its lanes
+        wide = torch.full((65,), float("nan"))
+        shifted_store_kernel[(2,)](x, wide, 1, BLOCK=32, cpu_tier=tier)
+        assert {t for t, _ in tiers_ran()} == {tier}
+        assert torch.equal(wide[1:], x) and wide[0].isnan(), tier
+
+
 def test_bounds_checks_can_be_turned_off():
     x, out = torch.randn(100, generator=gen(16)), torch.full((100,), float("nan"))
     oob_kernel[(4,)](x, out, 97, BLOCK=32, cpu_tier="compiled", cpu_bounds_check=False)  # in bounds: 97 + 3

@@ -1,15 +1,18 @@
 """Pointers and memory as LLVM IR: addptr, loads and stores (masked, bounds-checked), atomics.
 
 A load or store of a block is one loop nest: per element its address and mask (lazy values,
-fused into the loop), a bounds check, then the access where the lane is live. The check, on by
-default, is the interpreter's (memory.py): every live lane must lie inside a tensor argument its
-pointer derives from (provenance.py), and after the loop a failing program returns a fault record from which the launcher writes the interpreter's message (tensor, element range,
-program, source line). A lane that fails the check is never accessed. A raw pointer (made from
-an integer, or loaded from a pointer table) is checked before its access instead (`prepass`).
+fused into the loop), then the access where the lane is live. The bounds check, on by default,
+is the interpreter's (memory.py) and comes first, as there: every live lane must lie inside a
+tensor argument its pointer derives from (provenance.py), else the program returns a fault record
+from which the launcher writes the interpreter's message (tensor, element range, program, source
+line), and no lane of the access is read or written. A raw pointer (made from an integer, or
+loaded from a pointer table) is checked lane by lane against the process's memory map instead.
 
-The loop carries one flag, whether a live lane strayed (an or-reduction LLVM vectorises); only a
-program that faults walks the lanes again for the lowest and highest live address, from which
-the message names the stray one.
+The check is a loop of its own ahead of the access (`Check.prepass`): address arithmetic and one
+carried flag, whether a live lane strayed (an or-reduction LLVM vectorises); only a program that
+faults walks the lanes again for the lowest and highest live address, from which the message
+names the stray one. The access loop after it then needs no per-lane condition beyond the mask,
+so its reads and writes stay plain or masked vector accesses.
 """
 from __future__ import annotations
 
@@ -56,9 +59,9 @@ def origins(fx, op) -> list[int]:
 
 
 class Check:
-    """Per-element bounds check of one access: `lane(addr, live)` gives the lane's access
-    condition (live and inside a tensor the pointer may address), and the loop carries whether
-    a live lane strayed. After the loop, `finish` faults when one did."""
+    """Per-element bounds check of one access, made by `prepass` before the access's loop:
+    `lane(addr, live)` gives the lane's condition (live and inside a tensor the pointer may
+    address) and whether a live lane strayed; `finish` faults when one did."""
 
     def __init__(self, fx, op, width: int):
         self.fx, self.op, self.width = fx, op, width
@@ -67,7 +70,8 @@ class Check:
         self.on = fx.bounds_check and not self.raw
 
     def prepass(self, shape, ptr_tv: TV, mask_tv: TV | None, write: bool) -> None:
-        """A raw pointer's access, checked before it happens, as the interpreter checks it: lanes
+        """The access's check, before it happens: a pointer derived from tensor arguments by
+        `_first`; a raw pointer's lanes as the interpreter checks them: lanes
         inside a tensor of the launch (arguments and `extra_tensors`) are fine; every other live
         lane must lie in memory this process has mapped (the launcher's callback reads the OS's
         map), unless tensors were registered with `extra_tensors`, which makes them faults. Each
@@ -77,6 +81,9 @@ class Check:
         The lowest address that fails is the one the fault names. Called before every access's
         loop: `finish` walks the same lanes again when the access faults."""
         self.shape, self.ptr_tv, self.mask_tv = shape, ptr_tv, mask_tv
+        if self.on:
+            self._first()
+            return
         if not self.raw:
             return
         fx, b = self.fx, self.fx.b
@@ -115,6 +122,17 @@ class Check:
         bad = fx.for_each(shape, body, [I64_MAX, zero, zero, zero, zero])[0]
         fx.fail_if(b.icmp_signed("!=", bad, I64_MAX), FAULT_RAW, self.op,
                    lambda: [bad, b.add(bad, width), ir.Constant(I64, int(write))])
+
+    def _first(self) -> None:
+        """Every live lane checked before any is accessed (a loop of address arithmetic alone), the
+        program faulting when one strayed; the access loop that follows carries no check."""
+        fx, ptr_tv, mask_tv = self.fx, self.ptr_tv, self.mask_tv
+
+        def body(idx, accs):
+            live = None if mask_tv is None else mask_tv.at(fx, idx)
+            return self.lane(ptr_tv.at(fx, idx), live, accs)[1]
+        self.finish(fx.for_each(self.shape, body, self.init()))
+        self.on = False
 
     def init(self) -> list:
         return [ir.Constant(I1, 0)] if self.on else []

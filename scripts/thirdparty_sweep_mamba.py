@@ -30,9 +30,9 @@ STANDIN = ("with cuda_device_standin (mamba_ssm wraps each launch in torch.cuda.
 
 @contextlib.contextmanager
 def mamba_mode(deterministic: bool, standin: bool = True) -> Iterator[None]:
-    """MAMBA_DETERMINISTIC set as a user would: the sweep's NaN poisoning turns torch's
-    deterministic mode on, which mamba_ssm would otherwise read as a request for its
-    deterministic reductions and a single autotune config (utils/determinism.py)."""
+    """MAMBA_DETERMINISTIC set as a user would: mamba_ssm reads it (else torch's deterministic
+    mode) as a request for its deterministic reductions and a single autotune config
+    (utils/determinism.py)."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.dict(os.environ, {"MAMBA_DETERMINISTIC": "1" if deterministic else "0"}))
         if standin:

@@ -74,8 +74,50 @@ def test_output_tolerance_per_dtype():
 def test_library_allocations_are_poisoned_and_restored():
     with poisoned_allocations():
         assert torch.isnan(torch.empty(4)).all() and torch.isnan(torch.empty_like(torch.ones(3))).all()
+        assert torch.isnan(torch.empty_strided((2, 3), (1, 2))).all()
+        assert torch.isnan(torch.ones(2, dtype=torch.float16).new_empty(5)).all()
         assert (torch.empty(2, dtype=torch.int32) == torch.iinfo(torch.int32).max).all()
+        assert torch.empty(3, dtype=torch.bool).all()
+        assert torch.equal(torch.zeros(3), torch.tensor([0.0, 0.0, 0.0]))  # what writes is left alone
+        # libraries read deterministic mode as a request for other code paths: it stays as it was
+        assert not torch.are_deterministic_algorithms_enabled()
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_only_the_library_call_runs_with_poisoned_allocations():
+    """A library-tier spec's run (the library call) runs under the poisoning dispatch mode; the
+    inputs and the reference, which the runner runs around it, do not pay for it."""
+    from unittest import mock
+
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    import sdk.conformance.spec as spec_mod
+    from sdk.conformance.check import run_case
+    from sdk.conformance.library import library_kernel
+    seen = {}
+
+    def poisoning(phase):
+        seen[phase] = any(type(m).__name__ == "_PoisonAllocations" for m in _get_current_dispatch_mode_stack())
+
+    def make(case, dtype, device, gen):
+        poisoning("inputs")
+        return {"x": torch.randn(4, generator=gen), "y": torch.empty(4)}
+
+    def run(x, case):
+        poisoning("run")
+        assert torch.empty(16).isnan().all()
+        x["y"].copy_(x["x"])
+
+    def reference(x, case):
+        poisoning("reference")
+        return {"y": x["x"].clone()}
+    with mock.patch.dict(spec_mod._REGISTRY):
+        spec = library_kernel(LIBRARIES["fla-core"], name="lib_probe_poison", group="g", models=("m",),
+                              cases=(Case("c", {}),), dtypes=("fp32",), make_inputs=make, run=run,
+                              reference=reference, outputs=("y",), tolerance={"fp32": Tolerance(exact=True)})
+        verdict = run_case(spec, spec.cases[0], "fp32", "cpu")
+    assert verdict.status == "pass"
+    assert seen == {"inputs": False, "run": True, "reference": False}
 
 
 def test_a_case_where_no_library_kernel_ran_proves_nothing():

@@ -21,6 +21,7 @@ Rules every library case follows:
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.metadata
 import pkgutil
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..spec import KernelSpec, register
 
@@ -84,38 +86,68 @@ def library_of(spec: Any) -> Library | None:
 
 
 def library_kernel(lib: Library, **fields: Any) -> KernelSpec:
-    """Register a library-tier kernel of `lib` (fields as KernelSpec's)."""
+    """Register a library-tier kernel of `lib` (fields as KernelSpec's); its `run` (the library
+    call) runs with poisoned allocations."""
     register_library(lib)
-    return register(KernelSpec(tier="library", library=lib.dist, **fields))
+    run = fields.pop("run")
+
+    @functools.wraps(run)
+    def poisoned_run(inputs: dict, case: Any, **config: Any) -> None:
+        with poisoned_allocations():
+            run(inputs, case, **config)
+    return register(KernelSpec(tier="library", library=lib.dist, run=poisoned_run, **fields))
+
+
+#: the ATen operations that hand out memory nobody has written: their results are poisoned
+_UNWRITTEN = ("empty.memory_format", "empty_strided.default", "empty_like.default", "new_empty.default",
+              "new_empty_strided.default", "empty_permuted.default")
+
+
+def poison_(t: torch.Tensor) -> torch.Tensor:
+    """Fill `t` with NaN (floating and complex types), the largest value (integers) or True."""
+    if t.is_floating_point() or t.is_complex():
+        return t.fill_(float("nan"))
+    if t.dtype == torch.bool:
+        return t.fill_(True)
+    return t.fill_(torch.iinfo(t.dtype).max)
+
+
+class _PoisonAllocations(TorchDispatchMode):
+    """Poisons what the allocating operations return; every other operation runs as it is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = {getattr(getattr(torch.ops.aten, name.split(".")[0]), name.split(".")[1])
+                    for name in _UNWRITTEN if hasattr(torch.ops.aten, name.split(".")[0])}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in self.ops and isinstance(out, torch.Tensor) and out.numel():
+            poison_(out)
+        return out
 
 
 @contextlib.contextmanager
 def poisoned_allocations() -> Iterator[None]:
-    """Inside, `torch.empty` (and `empty_like`, `new_empty`) returns NaN / the largest integer
-    instead of whatever memory held: an output a library allocates and a kernel leaves unwritten
-    cannot pass by luck. (PyTorch fills uninitialised memory in deterministic mode; warn_only keeps
-    every op allowed.)"""
-    enabled = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
-    try:
+    """Inside, `torch.empty` (and `empty_like`, `empty_strided`, `new_empty`, whatever allocates
+    without writing) returns NaN / the largest integer / True instead of whatever memory held: an
+    output a library allocates and a kernel leaves unwritten cannot pass by luck. A dispatch mode
+    fills those results; nothing else changes (PyTorch's own deterministic mode would fill them
+    too, but libraries read that mode as a request for their deterministic paths)."""
+    with _PoisonAllocations():
         yield
-    finally:
-        torch.utils.deterministic.fill_uninitialized_memory = fill
-        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
 
 
 @contextlib.contextmanager
 def session(lib: Library | None) -> Iterator[Any]:
-    """Around one library item: poisoned allocations and a `sdk.launches` recorder (yielded).
-    For a kernel-tier item (lib None) it does nothing and yields None."""
+    """Around one library item: a `sdk.launches` recorder (yielded); the library call itself runs
+    with poisoned allocations (library_kernel). For a kernel-tier item (lib None) it does nothing
+    and yields None."""
     if lib is None:
         yield None
         return
     from ... import launches
-    with launches.record() as rec, poisoned_allocations():
+    with launches.record() as rec:
         yield rec
 
 

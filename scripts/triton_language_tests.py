@@ -4,6 +4,8 @@
     python scripts/triton_language_tests.py TESTS_DIR --out results/cpu_interp/triton_language_tests
     python scripts/triton_language_tests.py TESTS_DIR --tier compiled --files test_core.py \\
         --per-function 3 --out /tmp/core_compiled --force
+    python scripts/triton_language_tests.py TESTS_DIR --per-function 0 --jobs 16 --time-limit 540 \\
+        --out /tmp/all --force            # then again with --resume instead of --force
 
 TESTS_DIR is a directory holding Triton's tests: a checkout of the Triton repository, its
 `python/test`, or `python/test/unit/language` (nothing is downloaded; the tests should come from the
@@ -11,8 +13,19 @@ commit of the installed Triton, since newer tests use newer APIs). The script fi
 defines pytest's `--device` option, collects each test file, picks up to `--per-function` cases of
 every test function (spread evenly over its parametrisations; 0 runs them all), and runs them in
 child pytest processes with `TRITON_DEFAULT_BACKEND=<backend>`, `--device <the backend's torch
-device>` and `DAY0_CPU_TIER=<tier>`. A child that crashes or runs past `--chunk-timeout` costs the
-case it was running (recorded as crash/timeout) and the run goes on after it.
+device>` and `DAY0_CPU_TIER=<tier>`; when that device is not "cuda", CUDA and HIP devices are hidden
+from the children, so a test that reaches for torch.cuda fails as it would on a host without a GPU
+instead of running there. A child that crashes or runs past `--chunk-timeout` costs the case it was
+running (recorded as crash/timeout) and the run goes on after it.
+
+`--jobs N` runs N child processes at once, each over its own chunk of `--chunk-size` consecutive
+cases (the next chunk goes to the first child free; torch's and cpu_interp's thread pools get the
+host's cores / N each). Every case runs exactly once either way, so the outcomes are those of a
+serial run. Each finished case is appended to `OUT.cases.jsonl` as its chunk ends (rewritten in
+collection order when the run ends); `--resume` keeps the cases that file holds and runs the rest.
+`--time-limit S` stops the run S seconds after it started: no chunk starts after that, running
+children are stopped (their finished cases kept), and the summary counts the cases not run, for a
+later `--resume` to finish.
 
 Failures are put in classes, by the first matching rule of `--classes FILE` (a JSON list of
 {"match": regex over "nodeid message", "class": "a".."d", "reason": "..."}), else of the built-in
@@ -21,8 +34,9 @@ rules below, else "unclassified":
   b  the test needs CUDA or HIP specifics (layouts, PTX, device == "cuda", num_ctas > 1, ...)
   c  not this Triton version (an API the installed Triton lacks)
   d  the test asserts what Triton's own interpreter mode (TRITON_INTERPRET=1) does
-The summary (`OUT.md`, `OUT.json`, written atomically; an existing one only with --force) has one
-row per test function: cases collected, run, passed, failed, skipped, and the failures' classes.
+The summary (`OUT.md`, `OUT.json`, written atomically; an existing one only with --force or
+--resume) has one row per test function: cases collected, run, passed, failed, skipped, and the
+failures' classes.
 Exit status: 0 when it ran (whatever the tests said), 2 with one line for a bad argument.
 """
 from __future__ import annotations
@@ -34,18 +48,22 @@ import os
 import re
 import subprocess
 import sys
+import signal
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve()
+ROOT = HERE.parents[1]
 LOG_ENV = "DAY0_LANGTEST_LOG"
 CLASSES = {"a": "day0 bug", "b": "needs CUDA/HIP specifics", "c": "not this Triton version",
            "d": "asserts Triton interpreter-mode behaviour"}
 
 # Built-in rules: what a failure's text says about where it comes from.
 BUILTIN_RULES = [
-    (r"Torch not compiled with CUDA|torch\.cuda\.|Found no NVIDIA driver|cuda.*not available", "b",
+    (r"Torch not compiled with CUDA|torch\.cuda\.|Found no NVIDIA driver|No CUDA GPUs are available|"
+     r"cuda.*not available", "b",
      "calls CUDA through torch"),
     (r"inline_asm|PTX|ptx|nvvm|\bllir\b.*expected|amdgcn|hsaco|cubin", "b", "checks CUDA/HIP artefacts"),
     (r"ttgir|TTGIR|#ttg\.|BlockedLayout|DistributedLayout|SharedLayout|NVMMA|warp_specialize", "b",
@@ -119,12 +137,21 @@ def find_layout(tests_dir: Path) -> tuple[Path, Path]:
     raise ArgError(f"{lang}: no conftest.py above it defines pytest's --device option")
 
 
-def child_env(backend: str, tier: str, log: Path | None) -> dict:
+def child_env(backend: str, tier: str, device: str, log: Path | None, jobs: int = 1) -> dict:
+    """The children's environment: the backend and tier selected, Triton's interpreter mode off,
+    this file importable as their pytest plugin, GPUs hidden unless the backend's device is "cuda",
+    and with several children each one's share of the cores for torch's and cpu_interp's threads."""
+    from sdk.conformance.runner import thread_shares
     env = dict(os.environ)
     env["TRITON_DEFAULT_BACKEND"] = backend
     env["DAY0_CPU_TIER"] = tier
     env.pop("TRITON_INTERPRET", None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(ROOT), str(ROOT / "scripts"),
+    if device != "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        env["HIP_VISIBLE_DEVICES"] = ""
+    for name, value in thread_shares(jobs).items():
+        env.setdefault(name, value)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(ROOT), str(HERE.parent),
                                                     env.get("PYTHONPATH", "")] if p)
     if log is not None:
         env[LOG_ENV] = str(log)
@@ -132,7 +159,7 @@ def child_env(backend: str, tier: str, log: Path | None) -> dict:
 
 
 def child_command(rootdir: Path, device: str, timeout: int) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "triton_language_tests",
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", HERE.stem,
            "--rootdir", str(rootdir), "-c", os.devnull, "--device", device, "-q", "--tb=line",
            "-o", "console_output_style=classic"]
     if timeout and _has_timeout_plugin():
@@ -177,23 +204,45 @@ def sample(ids: list[str], per_function: int) -> list[str]:
     return picked
 
 
+def _run_child(cmd: list[str], env: dict, limit: float) -> tuple[int | str, str]:
+    """Run one child pytest in its own process group (what it starts dies with it when it is
+    stopped); (its exit status or "timeout", the tail of its output)."""
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            ended = proc.wait(timeout=max(limit, 0.1))
+        except subprocess.TimeoutExpired:
+            ended = "timeout"
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the child, or what it left running
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+        out.seek(0, os.SEEK_END)
+        out.seek(max(0, out.tell() - 4000))
+        return ended, out.read()[-600:]
+
+
 def run_cases(rootdir: Path, ids: list[str], env: dict, device: str, timeout: int,
-              chunk_timeout: int, log: Path) -> dict[str, dict]:
-    """Run `ids`, resuming after a crash or a timed-out child; returns nodeid -> record."""
+              chunk_timeout: int, log: Path, deadline: float | None = None) -> dict[str, dict]:
+    """Run `ids`, resuming after a crash or a timed-out child; returns nodeid -> record. At
+    `deadline` (time.monotonic()) the child is stopped and the cases it had not finished are left
+    out, unrecorded."""
     results: dict[str, dict] = {}
     pending = list(ids)
     while pending:
+        limit = chunk_timeout if deadline is None else min(chunk_timeout, deadline - time.monotonic())
+        if limit <= 0:
+            break
         with tempfile.NamedTemporaryFile("w", suffix=".args", delete=False) as fh:
             fh.write("\n".join(pending) + "\n")
             argfile = fh.name
         log.write_text("")
         cmd = child_command(rootdir, device, timeout) + [f"@{argfile}"]
         try:
-            proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
-                                  timeout=chunk_timeout)
-            ended, tail = proc.returncode, (proc.stdout + proc.stderr)[-600:]
-        except subprocess.TimeoutExpired:
-            ended, tail = "timeout", ""
+            ended, tail = _run_child(cmd, env, limit)
         finally:
             os.unlink(argfile)
         started = None  # the last case the child began
@@ -208,11 +257,11 @@ def run_cases(rootdir: Path, ids: list[str], env: dict, device: str, timeout: in
             elif not (rec["when"] == "teardown" and key in results and results[key]["outcome"] != "passed"):
                 results[key] = rec  # a failed teardown counts unless the case already failed
         rest = [i for i in pending if _short(rootdir, i) not in results]
-        if not rest:
-            break
-        if ended in (0, 1, 2, 3, 4, 5) or started is None or started in results:
-            # the child ended by itself without running these (it stopped before its first case,
-            # or pytest could not find them): an error each, with what the child said
+        if not rest or (ended == "timeout" and limit < chunk_timeout):
+            break  # done, or stopped at the deadline (not the case's fault)
+        if started is None or started in results:
+            # the child ended without running these, and not inside a case (it stopped before its
+            # first case, or pytest could not find them): an error each, with what the child said
             for i in rest:
                 results[_short(rootdir, i)] = {"outcome": "error", "when": "collect", "message":
                                                f"pytest exited {ended}: " + " ".join(tail.split())[-300:]}
@@ -222,6 +271,55 @@ def run_cases(rootdir: Path, ids: list[str], env: dict, device: str, timeout: in
                             "message": f"child pytest ended ({ended}) while this case ran"}
         pending = [i for i in rest if _short(rootdir, i) != culprit]
     return results
+
+
+def run_parallel(rootdir: Path, ids: list[str], envs: list[dict], device: str, timeout: int,
+                 chunk_timeout: int, chunk_size: int, deadline: float | None, record) -> dict[str, dict]:
+    """Run `ids` in chunks of `chunk_size` consecutive cases, one child per env of `envs` at once
+    (each env names its own outcome log); `record(results)` is called with each chunk's results as
+    it ends. Returns nodeid -> record for every case that ran."""
+    chunks = [ids[k:k + chunk_size] for k in range(0, len(ids), chunk_size)]
+    results: dict[str, dict] = {}
+    lock = threading.Lock()
+    state = {"next": 0, "done": 0}
+
+    def worker(env: dict) -> None:
+        while True:
+            with lock:
+                k = state["next"]
+                if k >= len(chunks) or (deadline is not None and time.monotonic() >= deadline):
+                    return
+                state["next"] += 1
+            got = run_cases(rootdir, chunks[k], env, device, timeout, chunk_timeout, Path(env[LOG_ENV]),
+                            deadline)
+            with lock:
+                results.update(got)
+                record(got)
+                state["done"] += 1
+                print(f"chunk {state['done']}/{len(chunks)}: {len(results)}/{len(ids)} cases run",
+                      file=sys.stderr, flush=True)
+
+    threads = [threading.Thread(target=worker, args=(env,), daemon=True) for env in envs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def read_records(path: Path) -> dict[str, dict]:
+    """The case records of an earlier run (OUT.cases.jsonl): case -> record; a line cut short by a
+    killed run is skipped (its case runs again)."""
+    from sdk.fileio import read_text
+    records = {}
+    for line in read_text(path, "case records file").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("case"), str) and isinstance(rec.get("outcome"), str):
+            records[rec["case"]] = rec
+    return records
 
 
 def _short(rootdir: Path, nodeid: str) -> str:
@@ -311,9 +409,13 @@ def render_md(meta: dict, rows: list[dict]) -> str:
     lines = [f"# Triton's language tests on {meta['backend']} (tier {meta['tier']})", "",
              f"- tests from Triton commit `{meta['tests_commit']}`; installed Triton {meta['triton']}",
              f"- up to {meta['per_function'] or 'all'} cases per test function; device `{meta['device']}`;"
-             f" {meta['wall_s']:.0f} s",
+             f" {meta.get('jobs', 1)} child process(es) at once, {meta['wall_s']:.0f} s"
+             + (f" (plus the earlier run whose {meta['kept_from_earlier_run']} cases this one kept)"
+                if meta.get("kept_from_earlier_run") else ""),
              f"- {t['run']} cases run: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped,"
-             f" {t['xfailed']} xfailed",
+             f" {t['xfailed']} xfailed"
+             + (f"; {t['not_run']} of the {t['chosen']} chosen not run (stopped at --time-limit)"
+                if t.get("not_run") else ""),
              "- failures by class: " + ", ".join(
                  f"{c} ({CLASSES.get(c, c)}): {t['classes'].get(c, 0)}"
                  for c in [*CLASSES, *sorted(set(t["classes"]) - set(CLASSES))]), "",
@@ -344,7 +446,8 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tests_dir", help="folder holding Triton's tests (repo, python/test or unit/language)")
-    ap.add_argument("--out", required=True, help="output prefix: writes OUT.md and OUT.json")
+    ap.add_argument("--out", required=True,
+                    help="output prefix: writes OUT.md, OUT.json and the case records OUT.cases.jsonl")
     ap.add_argument("--backend", default="cpu_interp")
     ap.add_argument("--tier", default="auto", choices=["auto", "interp", "compiled"])
     ap.add_argument("--files", default="", help="comma-separated test file names (default: every test_*.py)")
@@ -352,55 +455,85 @@ def parse_args(argv):
     ap.add_argument("--per-function", type=int, default=4, help="cases per test function (0: all)")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per case (needs pytest-timeout)")
     ap.add_argument("--chunk-timeout", type=int, default=900, help="seconds per child pytest")
+    ap.add_argument("--jobs", type=int, default=1, metavar="N", help="child pytest processes at once")
+    ap.add_argument("--chunk-size", type=int, default=100, metavar="K",
+                    help="consecutive cases one child runs (default 100)")
+    ap.add_argument("--time-limit", type=float, default=0, metavar="S",
+                    help="stop the run S seconds after it started (0: no limit); --resume finishes it")
     ap.add_argument("--classes", help="JSON rules that classify failures (see the module's docstring)")
     ap.add_argument("--tests-commit", help="the Triton commit the tests come from (default: git)")
-    ap.add_argument("--force", action="store_true", help="overwrite OUT.md/OUT.json")
+    again = ap.add_mutually_exclusive_group()
+    again.add_argument("--force", action="store_true", help="overwrite OUT.md, OUT.json, OUT.cases.jsonl")
+    again.add_argument("--resume", action="store_true",
+                       help="keep the cases OUT.cases.jsonl holds and run the rest")
     return ap.parse_args(argv)
+
+
+def check_args(args) -> tuple[Path, Path, re.Pattern | None, list[Path]]:
+    """(rootdir, language tests folder, --functions regex, test files), or ArgError."""
+    rootdir, lang = find_layout(Path(args.tests_dir).resolve())
+    if args.per_function < 0 or args.timeout < 0 or args.chunk_timeout <= 0:
+        raise ArgError("--per-function and --timeout must be >= 0, --chunk-timeout > 0")
+    if args.jobs < 1 or args.chunk_size < 1 or not args.time_limit >= 0:
+        raise ArgError("--jobs and --chunk-size must be >= 1, --time-limit >= 0")
+    try:
+        fn_re = re.compile(args.functions) if args.functions else None
+    except re.error as exc:
+        raise ArgError(f"--functions: bad regex ({exc})") from None
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise ArgError(f"--out: folder {out.parent} does not exist")
+    outputs = [Path(args.out + ext) for ext in (".md", ".json", ".cases.jsonl")]
+    for p in outputs:
+        if p.exists() and not (args.force or args.resume):
+            raise ArgError(f"{p} exists; pass --force to overwrite it or --resume to continue it")
+        if p.exists() and not p.is_file():
+            raise ArgError(f"{p} exists and is not a regular file")
+    if args.resume and not outputs[2].is_file():
+        raise ArgError(f"--resume: {outputs[2]} does not exist (nothing to continue)")
+    names = [f.strip() for f in args.files.split(",") if f.strip()]
+    files = [lang / n for n in names] if names else sorted(lang.glob("test_*.py"))
+    for f in files:
+        if not f.is_file():
+            raise ArgError(f"--files: {f.name} is not in {lang}")
+    return rootdir, lang, fn_re, files
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     sys.path.insert(0, str(ROOT))
     try:
-        rootdir, lang = find_layout(Path(args.tests_dir).resolve())
-        if args.per_function < 0 or args.timeout < 0 or args.chunk_timeout <= 0:
-            raise ArgError("--per-function and --timeout must be >= 0, --chunk-timeout > 0")
-        try:
-            fn_re = re.compile(args.functions) if args.functions else None
-        except re.error as exc:
-            raise ArgError(f"--functions: bad regex ({exc})") from None
-        out_md, out_json = Path(args.out + ".md"), Path(args.out + ".json")
-        if not out_md.parent.is_dir():
-            raise ArgError(f"--out: folder {out_md.parent} does not exist")
-        for p in (out_md, out_json):
-            if p.exists() and not args.force:
-                raise ArgError(f"{p} exists; pass --force to overwrite it")
-        names = [f.strip() for f in args.files.split(",") if f.strip()]
-        files = [lang / n for n in names] if names else sorted(lang.glob("test_*.py"))
-        for f in files:
-            if not f.is_file():
-                raise ArgError(f"--files: {f.name} is not in {lang}")
+        rootdir, lang, fn_re, files = check_args(args)
         rules = load_rules(args.classes)
         from sdk.backend import registry
-        from sdk.errors import Day0Error
+        from sdk.errors import ConfigError, Day0Error
         try:
             device = type(registry.get(args.backend)).torch_device
         except Day0Error as exc:
             raise ArgError(f"--backend: {exc}") from None
+        cases_path = Path(args.out + ".cases.jsonl")
+        try:
+            earlier = read_records(cases_path) if args.resume else {}
+        except ConfigError as exc:
+            raise ArgError(f"--resume: {exc}") from None
     except ArgError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from concurrent.futures import ThreadPoolExecutor
+
     import triton
     from sdk.fileio import atomic_write_text, json_text
 
     start = time.monotonic()
+    deadline = start + args.time_limit if args.time_limit else None
     with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "outcomes.jsonl"
-        env = child_env(args.backend, args.tier, log)
+        envs = [child_env(args.backend, args.tier, device, Path(tmp) / f"outcomes{k}.jsonl", args.jobs)
+                for k in range(args.jobs)]
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            found = list(pool.map(lambda f: collect(rootdir, f, envs[0], device), files))
         collected, uncollected, chosen = {}, {}, []
-        for f in files:
+        for f, (ids, why) in zip(files, found):
             rel = str(f.relative_to(rootdir))
-            ids, why = collect(rootdir, f, env, device)
             if fn_re is not None:
                 ids = [i for i in ids if fn_re.search(function_of(i))]
             if why:
@@ -409,23 +542,47 @@ def main(argv=None) -> int:
                 collected[rel] = ids
                 chosen += sample(ids, args.per_function)
             print(f"{rel}: {len(ids)} collected{', ' + why if why else ''}", file=sys.stderr)
-        print(f"running {len(chosen)} cases", file=sys.stderr)
-        results = run_cases(rootdir, chosen, env, device, args.timeout, args.chunk_timeout, log)
+        results = {k: v for k, v in earlier.items() if k in {_short(rootdir, i) for i in chosen}}
+        todo = [i for i in chosen if _short(rootdir, i) not in results]
+        print(f"running {len(todo)} cases ({len(results)} kept from {cases_path}) in {args.jobs} "
+              f"child process(es)", file=sys.stderr, flush=True)
+        if not args.resume:
+            atomic_write_text(cases_path, "")
+        with open(cases_path, "a", encoding="utf-8") as records:
+            def record(got: dict[str, dict]) -> None:
+                for key, rec in got.items():
+                    records.write(json_text(case_record(key, rec)) + "\n")
+                records.flush()
+            results.update(run_parallel(rootdir, todo, envs, device, args.timeout, args.chunk_timeout,
+                                        args.chunk_size, deadline, record))
+    order = [_short(rootdir, i) for i in chosen]
+    atomic_write_text(cases_path, "".join(json_text(case_record(k, results[k])) + "\n"
+                                          for k in order if k in results))
     rows = summarise(collected, uncollected, results, rootdir, rules)
     totals = {k: sum(r[k] for r in rows) for k in ("collected", "run", "passed", "failed", "skipped", "xfailed")}
+    totals["chosen"] = len(chosen)
+    totals["not_run"] = sum(1 for k in order if k not in results)
     classes = collections.Counter()
     for r in rows:
         classes.update(r["classes"])
     totals["classes"] = dict(sorted(classes.items()))
     meta = {"backend": args.backend, "tier": args.tier, "device": device, "triton": triton.__version__,
             "tests_commit": tests_commit(lang, args.tests_commit), "per_function": args.per_function,
-            "files": [str(f.relative_to(rootdir)) for f in files], "wall_s": time.monotonic() - start,
+            "files": [str(f.relative_to(rootdir)) for f in files], "jobs": args.jobs,
+            "wall_s": time.monotonic() - start, "kept_from_earlier_run": len(order) - len(todo),
             "class_names": CLASSES, "totals": totals}
+    out_md, out_json = Path(args.out + ".md"), Path(args.out + ".json")
     atomic_write_text(out_json, json_text({"meta": meta, "functions": rows}) + "\n")
     atomic_write_text(out_md, render_md(meta, rows))
     print(f"{totals['run']} cases: {totals['passed']} passed, {totals['failed']} failed, "
-          f"{totals['skipped']} skipped; classes {totals['classes']}; wrote {out_md} and {out_json}")
+          f"{totals['skipped']} skipped, {totals['not_run']} not run; classes {totals['classes']}; "
+          f"wrote {out_md}, {out_json} and {cases_path}")
     return 0
+
+
+def case_record(key: str, rec: dict) -> dict:
+    """One line of OUT.cases.jsonl: the case (relative to the tests' rootdir) and its outcome."""
+    return {"case": key, **{k: rec[k] for k in ("outcome", "when", "duration", "message") if k in rec}}
 
 
 if __name__ == "__main__":

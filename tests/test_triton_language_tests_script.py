@@ -1,0 +1,138 @@
+"""scripts/triton_language_tests.py over a small stand-in for Triton's test tree: outcomes of a
+parallel run equal a serial run's, a crashing case is recorded as a crash and the run goes on, the
+children see the backend's device and no GPU, --time-limit stops a run that --resume finishes, and
+bad arguments are one line with exit status 2."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "triton_language_tests.py"
+
+CONFTEST = '''
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--device", action="store", default="cuda")
+
+
+@pytest.fixture
+def device(request):
+    return request.config.getoption("--device")
+'''
+
+TESTS = '''
+import os
+import time
+
+import pytest
+
+
+@pytest.mark.parametrize("n", range(7))
+def test_values(n, device):
+    assert device == "cpu"
+    assert n != 5, "five is refused"
+
+
+@pytest.mark.parametrize("n", range(3))
+def test_skips(n):
+    if n == 1:
+        pytest.skip("not this one")
+
+
+@pytest.mark.parametrize("n", range(3))
+def test_crash(n):
+    if n == 1:
+        os._exit(3)
+
+
+def test_gpu_hidden():
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == "" and os.environ["TRITON_DEFAULT_BACKEND"] == "cpu_interp"
+
+
+@pytest.mark.parametrize("n", range(4))
+def test_slow(n):
+    time.sleep(float(os.environ.get("FAKE_SLEEP_S", "0")) if n else 0)
+'''
+
+EXPECTED = {"test_values[5]": "failed", "test_skips[1]": "skipped", "test_crash[1]": "crash"}
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tt")
+    lang = root / "python" / "test" / "unit" / "language"
+    lang.mkdir(parents=True)
+    (root / "python" / "test" / "conftest.py").write_text(CONFTEST)
+    (lang / "test_core.py").write_text(TESTS)
+    return root
+
+
+def run(tree: Path, out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    import os
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, str(SCRIPT), str(tree), "--per-function", "0", "--tests-commit",
+                           "stand-in", "--out", str(out), *extra], cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def outcomes(out: Path) -> dict[str, str]:
+    lines = Path(str(out) + ".cases.jsonl").read_text().splitlines()
+    return {json.loads(ln)["case"].split("::", 1)[1]: json.loads(ln)["outcome"] for ln in lines}
+
+
+def test_parallel_run_equals_serial_run(tree, tmp_path):
+    serial, parallel = tmp_path / "serial", tmp_path / "parallel"
+    assert run(tree, serial).returncode == 0
+    proc = run(tree, parallel, "--jobs", "3", "--chunk-size", "2")
+    assert proc.returncode == 0, proc.stderr
+    got = outcomes(serial)
+    assert len(got) == 18
+    assert {k: v for k, v in got.items() if v != "passed"} == EXPECTED
+    assert outcomes(parallel) == got
+    assert list(outcomes(parallel)) == list(got)  # the records file is in collection order
+    meta = json.loads(Path(str(parallel) + ".json").read_text())["meta"]
+    assert meta["jobs"] == 3 and meta["totals"]["run"] == 18 and meta["totals"]["not_run"] == 0
+    assert (meta["totals"]["passed"], meta["totals"]["failed"], meta["totals"]["skipped"]) == (15, 2, 1)
+
+
+def test_time_limit_then_resume(tree, tmp_path):
+    out = tmp_path / "limited"
+    proc = run(tree, out, "--functions", "slow", "--time-limit", "10", env={"FAKE_SLEEP_S": "600"})
+    assert proc.returncode == 0, proc.stderr
+    # the first case passes at once, the second sleeps past the limit and is left for --resume
+    assert outcomes(out) == {"test_slow[0]": "passed"}  # the case the limit cut short is no failure
+    meta = json.loads(Path(str(out) + ".json").read_text())["meta"]
+    assert meta["totals"]["not_run"] == 3 and meta["wall_s"] < 60
+    assert "not run (stopped at --time-limit)" in Path(str(out) + ".md").read_text()
+    proc = run(tree, out, "--functions", "slow", "--resume", env={"FAKE_SLEEP_S": "0"})
+    assert proc.returncode == 0, proc.stderr
+    assert outcomes(out) == {f"test_slow[{n}]": "passed" for n in range(4)}
+    meta = json.loads(Path(str(out) + ".json").read_text())["meta"]
+    assert meta["kept_from_earlier_run"] == 1 and meta["totals"]["not_run"] == 0
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--jobs", "0"], "--jobs and --chunk-size must be >= 1"),
+    (["--time-limit", "-1"], "--time-limit >= 0"),
+    (["--resume"], "does not exist (nothing to continue)"),
+    (["--functions", "("], "--functions: bad regex"),
+])
+def test_bad_arguments_are_one_line(tree, tmp_path, extra, says):
+    proc = run(tree, tmp_path / "x", *extra)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and says in proc.stderr
+
+
+def test_existing_output_needs_force_or_resume(tree, tmp_path):
+    out = tmp_path / "o"
+    Path(str(out) + ".cases.jsonl").write_text("")
+    proc = run(tree, out)
+    assert proc.returncode == 2 and "pass --force to overwrite it or --resume" in proc.stderr
+    assert Path(str(out) + ".cases.jsonl").read_text() == ""

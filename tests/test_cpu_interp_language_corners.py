@@ -8,6 +8,8 @@ tiers against an independent reference: seeded random inputs, outputs poisoned b
 - A tensor descriptor made in the kernel loads its padding option (NaN or zero) out of bounds.
 - A compiled launch interrupted in its launching thread stops writing before the exception
   frees what it writes.
+- A descriptor's atomic min/max compares as the descriptor's element type: unsigned for uint32 and
+  uint64 tensors (TTIR spells the signedness in the descriptor type only).
 """
 from __future__ import annotations
 
@@ -185,3 +187,52 @@ def test_in_kernel_descriptor_loads_read_its_padding(padding, interpreter):
     want[:IM, :IN] = x
     assert torch.equal(out.isnan(), want.isnan())
     assert torch.equal(out.nan_to_num(123.0), want.nan_to_num(123.0))
+
+
+# ------------------------------------------- a descriptor's atomic min/max on unsigned elements
+@triton.jit
+def _desc_min_max(out_desc, out_ptr, a_ptr, M, N, MB: tl.constexpr, NB: tl.constexpr, kind: tl.constexpr):
+    mo, no = tl.program_id(0) * MB, tl.program_id(1) * NB
+    val = tl.load(a_ptr + (mo + tl.arange(0, MB)[:, None]) * N + no + tl.arange(0, NB)[None, :])
+    if out_desc is None:
+        desc = tl.make_tensor_descriptor(out_ptr, shape=[M, N], strides=[N, 1], block_shape=[MB, NB])
+    else:
+        desc = out_desc
+    if kind == "min":
+        desc.atomic_min([mo, no], val)
+    else:
+        desc.atomic_max([mo, no], val)
+
+
+@pytest.mark.parametrize("interpreter", ["batched", "reference"])
+@pytest.mark.parametrize("descriptor", ["host", "device"])
+@pytest.mark.parametrize("kind", ["min", "max"])
+@pytest.mark.parametrize("dtype", [torch.uint32, torch.uint64, torch.int32], ids=str)
+def test_descriptor_min_max_compare_as_the_element_type(dtype, kind, descriptor, interpreter):
+    """`desc.atomic_min/max` on unsigned elements compares them unsigned (values with the top bit
+    set are the largest), signed ones signed."""
+    from triton.runtime._allocation import NullAllocator
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    M, N, MB, NB = 8, 32, 4, 16
+    raw = torch.int64 if dtype == torch.uint64 else torch.int32
+    draw = lambda seed: torch.randint(-2 ** 63, 2 ** 63 - 1, (M, N), generator=gen(seed)).to(raw)  # wraps
+    a, target = draw(41), draw(42)  # bit patterns, half of them with the top bit set
+    if dtype.is_signed:
+        key = lambda t: t.to(torch.int64)
+    elif raw == torch.int32:
+        key = lambda t: t.to(torch.int64) & 0xFFFFFFFF
+    else:
+        key = lambda t: t ^ (-2 ** 63)  # unsigned order of 64-bit patterns, as signed int64
+    want = torch.where((key(a) < key(target)) == (kind == "min"), a, target)
+    a_t, out = a.view(dtype), target.clone().view(dtype)
+    out_desc = TensorDescriptor.from_tensor(out, [MB, NB]) if descriptor == "host" else None
+    triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _desc_min_max[(M // MB, N // NB)](out_desc, out, a_t, M, N, MB=MB, NB=NB, kind=kind,
+                                              cpu_interpreter=interpreter)
+    finally:
+        triton.set_allocator(NullAllocator())
+    assert torch.equal(out.view(raw), want)
+    assert (a < 0).any() and (a >= 0).any()  # both halves of the range, where signed and unsigned differ

@@ -99,10 +99,15 @@ KINDS = {"add": "add", "fadd": "fadd", "max": "max", "min": "min", "umax": "umax
          "and": "and", "or": "or", "xor": "xor", "exch": "exch", "xchg": "exch"}
 
 
-def kind_of(op) -> str:
-    """The atomic kind of a tt.atomic_rmw or tt.descriptor_reduce op."""
+def kind_of(op, elem: str = "") -> str:
+    """The atomic kind of a tt.atomic_rmw or tt.descriptor_reduce op on elements of type `elem`.
+    A descriptor_reduce says `min`/`max` for every integer type: its signedness is the descriptor's
+    (`!tt.tensordesc<tensor<..xui32>>`), so on an unsigned element type it is umin/umax."""
     kind = str(op.attrs.get("atomic_rmw_op") or op.attrs.get("kind") or op.attrs.get("keywords", ["add"])[0])
-    return KINDS.get(kind.lower(), kind.lower())
+    kind = KINDS.get(kind.lower(), kind.lower())
+    if kind in ("min", "max") and elem.startswith("ui"):
+        return "u" + kind
+    return kind
 
 
 def _rounds(idx: np.ndarray):

@@ -216,7 +216,7 @@ def _desc_store(ctx, op, desc, *rest):
 def _desc_reduce(ctx, op, desc, *rest):
     """An atomic read-modify-write of a whole block through a descriptor (`desc.atomic_add` ...)."""
     addr, m, val = _desc_block_write(op, desc, rest)
-    ctx.mem.atomic(ctx, op, kind_of(op), addr, val, m, desc.elem)
+    ctx.mem.atomic(ctx, op, kind_of(op, desc.elem), addr, val, m, desc.elem)
 
 
 def _gather_rows(desc: TensorDesc, rows, col):

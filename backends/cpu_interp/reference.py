@@ -455,7 +455,8 @@ def _descriptor_store(state, op, desc, *rest):
 @rule("tt.descriptor_reduce")
 def _descriptor_reduce(state, op, desc, *rest):
     addr, inside = desc.at(rest[:-1]).addresses(range(len(desc.block)))
-    state.mem.atomic(state, op, kind_of(op), addr, np.reshape(rest[-1], desc.block), inside, desc.elem)
+    state.mem.atomic(state, op, kind_of(op, desc.elem), addr, np.reshape(rest[-1], desc.block), inside,
+                     desc.elem)
 
 
 def _rows(desc: TensorDesc, rows, col) -> tuple[np.ndarray, np.ndarray]:

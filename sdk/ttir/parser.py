@@ -643,6 +643,8 @@ def _literal(tok: Token, ty: Type | None):
         body = tok.text[tok.text.index("<") + 1:-1]
         if ":" in body:
             body = body.split(":", 1)[1]
+        elif tok.text.startswith("array<"):
+            return []  # `array<i32>`: an empty array (tt.print's isSigned when it prints no value)
         return [parse_number(x.strip()) for x in body.split(",") if x.strip()]
     if tok.kind == "num" or tok.text in ("true", "false"):
         return parse_number(tok.text, ty)

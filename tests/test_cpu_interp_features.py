@@ -510,8 +510,10 @@ def test_device_print_shows_prefix_and_values(capfd):
     print_kernel[(2,)](torch.tensor([1.5, 2.0, 4.0]), 3, BLOCK=4)
     out = capfd.readouterr().out
     for pid in ("(0, 0, 0)", "(1, 0, 0)"):
-        assert f"pid {pid} total: 7.5" in out, out
-        assert f"pid {pid} small: [ True  True False False] [0 1 2 3]" in out, out
+        assert f"pid {pid} idx () total: 7.500000\n" in out, out
+        assert f"pid {pid} idx (1) small: (operand 0) 1\n" in out, out
+        assert f"pid {pid} idx (2) small: (operand 0) 0\n" in out, out
+        assert f"pid {pid} idx (3) small: (operand 1) 3\n" in out, out
 
 
 @triton.jit

@@ -10,6 +10,8 @@ tiers against an independent reference: seeded random inputs, outputs poisoned b
   frees what it writes.
 - A descriptor's atomic min/max compares as the descriptor's element type: unsigned for uint32 and
   uint64 tensors (TTIR spells the signedness in the descriptor type only).
+- tl.device_print writes Triton's per-element lines: unsigned values unsigned, hex padded to the
+  type's width, several operands tagged, and a print of no value compiles (`isSigned = array<i32>`).
 """
 from __future__ import annotations
 
@@ -236,3 +238,51 @@ def test_descriptor_min_max_compare_as_the_element_type(dtype, kind, descriptor,
         triton.set_allocator(NullAllocator())
     assert torch.equal(out.view(raw), want)
     assert (a < 0).any() and (a >= 0).any()  # both halves of the range, where signed and unsigned differ
+
+
+# ----------------------------------------------------------------------------- device_print
+@triton.jit
+def _printing(x_ptr, ptr_probe, R: tl.constexpr, C: tl.constexpr):
+    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    x = tl.load(x_ptr + offs)
+    tl.device_print("u", x.to(tl.uint32))
+    tl.device_print("h", x.to(tl.int16), hex=True)
+    tl.device_print("", x, x.to(tl.float32) / 4)
+    tl.device_print("ptr", ptr_probe + tl.arange(0, 2))
+    tl.device_print("s", tl.sum(x.to(tl.int8), 1).to(tl.uint8))
+    print("no value")
+    print("pid", tl.program_id(0))
+
+
+def _printf_lines(x: np.ndarray, pid: int, probe: int) -> list[str]:
+    """What a CUDA build of Triton prints for `_printing` (its printf formats, written here)."""
+    R, C = x.shape
+    head = f"pid ({pid}, 0, 0) idx "
+    cells = [(r, c) for r in range(R) for c in range(C)]
+    idx = lambda r, c: f"({r:{len(str(R - 1))}}, {c:{len(str(C - 1))}})"
+    lines = [f"{head}{idx(r, c)} u: {int(x[r, c]) & 0xFFFFFFFF}" for r, c in cells]
+    lines += [f"{head}{idx(r, c)} h: 0x{int(x[r, c]) & 0xFFFF:04x}" for r, c in cells]
+    lines += [f"{head}{idx(r, c)}: (operand 0) {int(x[r, c])}" for r, c in cells]
+    lines += [f"{head}{idx(r, c)}: (operand 1) {x[r, c] / 4:f}" for r, c in cells]
+    lines += [f"{head}({i}) ptr: 0x{probe + 4 * i:x}" for i in range(2)]
+    sums = (x.astype(np.int64) & 0xFF).astype(np.uint8).astype(np.int8).sum(1, dtype=np.int8)
+    lines += [f"{head}({r}) s: {int(sums[r]) & 0xFF}" for r in range(R)]
+    return lines + [f"pid ({pid}, 0, 0) no value", f"{head}() pid: {pid}"]
+
+
+@pytest.mark.parametrize("interpreter", ["batched", "reference"])
+def test_device_print_writes_tritons_lines(interpreter, capfd):
+    R, C = 2, 16
+    x = torch.randint(-40000, 40000, (R, C), generator=gen(51), dtype=torch.int32)
+    x[0, :3] = torch.tensor([-1, -32768, 65535])
+    probe = torch.randn(4, generator=gen(52))
+    capfd.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _printing[(2,)](x, probe, R=R, C=C, cpu_interpreter=interpreter)
+    got = capfd.readouterr().out.splitlines()
+    assert len(got) == 2 * len(_printf_lines(x.numpy(), 0, 0))
+    for pid in (0, 1):  # programs print in no particular order between them, each in its op order
+        mine = [line for line in got if line.startswith(f"pid ({pid}, 0, 0)")]
+        want = _printf_lines(x.numpy(), pid, probe.data_ptr())
+        assert mine == want, [(g, w) for g, w in zip(mine, want) if g != w][:5]

@@ -14,6 +14,7 @@ from sdk.errors import KernelFault
 from sdk.ttir import PointerType
 
 from .pointers import Ptrs
+from .printing import print_text
 from .table import rule
 from .values import pointee_width, value_dtype, where
 
@@ -224,23 +225,10 @@ def _no_effect(ctx, op, *args):
 
 @rule("tt.print")
 def _print(ctx, op, *vals):
-    prefix = str(op.attrs.get("prefix", ""))
-    hexa = bool(op.attrs.get("hex", False))
+    """Each live program's values, one line per element as Triton's GPU backends print them."""
     for lane in range(ctx.P):
         if ctx.active is not None and not ctx.active[lane]:
             continue
         parts = [np.asarray(v)[lane if np.shape(v)[0] > 1 else 0] for v in vals]
-        text = " ".join(printable(p, hexa) for p in parts)
-        if prefix.strip():
-            print(f"pid {ctx.pid_of(lane)}{prefix}{text}", file=sys.stdout)
-        else:
-            print(f"pid {ctx.pid_of(lane)} [{op.loc}] {text}", file=sys.stdout)
+        sys.stdout.write(print_text(ctx.pid_of(lane), op, parts))
     sys.stdout.flush()
-
-
-def printable(x: np.ndarray, hexa: bool) -> str:
-    """How tt.print shows one program's value (hex for integers when asked)."""
-    x = np.asarray(x)
-    if hexa and x.dtype.kind in "iub":
-        return np.array2string(x, threshold=64, formatter={"int": lambda v: hex(int(v))}) if x.ndim else hex(int(x))
-    return np.array2string(x, threshold=64) if x.ndim else str(x.item())

@@ -20,6 +20,7 @@ the differential tests (tests/cpu_interp_differential.py) hold it to that, bit f
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,8 @@ from .cooperative import Cooperative
 from .ops_arith import ARITH
 from .ops_dot import DOT
 from .ops_math import MATH
-from .ops_tensor import SCAN_UFUNCS, printable
+from .ops_tensor import SCAN_UFUNCS
+from .printing import print_text
 from .provenance import pointer_origins
 from .refmemory import Memory
 from .table import merge
@@ -500,9 +502,8 @@ def _assert(state, op, cond, *rest):
 
 @rule("tt.print")
 def _print(state, op, *vals):
-    prefix, hexa = str(op.attrs.get("prefix", "")), bool(op.attrs.get("hex", False))
-    text = " ".join(printable(v, hexa) for v in vals)
-    print(f"pid {state.pid}{prefix}{text}" if prefix.strip() else f"pid {state.pid} [{op.loc}] {text}", flush=True)
+    sys.stdout.write(print_text(state.pid, op, list(vals)))
+    sys.stdout.flush()
 
 
 @rule("gpu.barrier")

@@ -27,7 +27,7 @@ import statistics
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from triton.backends.compiler import BaseBackend, GPUTarget
 from triton.backends.driver import DriverBase
@@ -205,6 +205,35 @@ def device_id(name: str) -> int:
     """A device index of its own per backend, so Triton's per-device kernel caches never mix a
     kernel compiled for one backend with another's."""
     return 1000 + zlib.crc32(name.encode()) % 100_000
+
+
+_TORCH_KEY_OWNER: dict[str, str] = {}  # device type -> the backend that reports torch's device for it
+
+
+def current_device_fn(name: str, backend: Backend) -> Callable[[], Any]:
+    """What the driver's `get_current_device` returns: the key Triton files kernels under
+    (`JITFunction.device_caches[key]`), and hands to the backend's hooks.
+
+    The backend that `TRITON_DEFAULT_BACKEND` names is its device type's driver for the process, as
+    Triton's CUDA driver is for CUDA: it reports torch's current device for that type
+    (`torch.cuda.current_device()` is an index, `torch.cpu.current_device()` is "cpu"), the key
+    that code written for Triton's drivers looks kernels up under. Every other backend (selected
+    for a scope with `sdk.activate`), and the default one where torch has no current device for its
+    type, reports an index of its own (`device_id`), so that two backends on one device type never
+    share Triton's per-device kernel caches; so does a second backend claiming torch's key for a
+    device type another one already reports."""
+    own = device_id(name)
+    dtype = device_type(backend)
+    if os.environ.get("TRITON_DEFAULT_BACKEND") == name and _TORCH_KEY_OWNER.get(dtype, name) == name:
+        try:
+            import torch
+            current = torch.get_device_module(dtype).current_device
+            current()
+        except Exception:  # no device of that type here (a compile-only variant), or no such module
+            return lambda: own
+        _TORCH_KEY_OWNER[dtype] = name
+        return current
+    return lambda: own
 
 
 class _Utils:
@@ -406,8 +435,6 @@ def driver_class(name: str) -> type[DriverBase]:
     """A concrete `DriverBase` for the day0 backend `name`; active when selected."""
     _emulate_default_backend(name)
 
-    _device = device_id(name)
-
     class Day0Driver(DriverBase):
         day0_name = name
 
@@ -425,6 +452,7 @@ def driver_class(name: str) -> type[DriverBase]:
             self.launcher_cls = lambda src, metadata: _Launcher(name, be, src, metadata)
             self.backend = name
             self.get_current_stream = be.current_stream  # asked before every launch: no extra frame
+            self.get_current_device = current_device_fn(name, be)  # asked before every launch too
 
         def get_current_target(self) -> GPUTarget:
             return _triton_target(self.day0)
@@ -433,8 +461,8 @@ def driver_class(name: str) -> type[DriverBase]:
             import torch
             return torch.device(self.day0.torch_device)
 
-        def get_current_device(self) -> int:
-            return _device  # asked before every launch
+        def get_current_device(self) -> Any:
+            return current_device_fn(self.backend, self.day0)()  # the instance's binding replaces this
 
         def set_current_device(self, device: Any) -> None:
             pass

@@ -15,12 +15,15 @@ every test function (spread evenly over its parametrisations; 0 runs them all), 
 child pytest processes with `TRITON_DEFAULT_BACKEND=<backend>`, `--device <the backend's torch
 device>` and `DAY0_CPU_TIER=<tier>`; when that device is not "cuda", CUDA and HIP devices are hidden
 from the children, so a test that reaches for torch.cuda fails as it would on a host without a GPU
-instead of running there. A child that crashes or runs past `--chunk-timeout` costs the case it was
-running (recorded as crash/timeout) and the run goes on after it.
+instead of running there. A child that crashes, runs one case past `--timeout` (and a grace:
+pytest-timeout, where installed, fails the case at the limit itself) or runs past
+`--chunk-timeout` costs the case it was running (recorded as crash/timeout) and the run goes on
+after it.
 
-`--jobs N` runs N child processes at once, each over its own chunk of `--chunk-size` consecutive
-cases (the next chunk goes to the first child free; torch's and cpu_interp's thread pools get the
-host's cores / N each). Every case runs exactly once either way, so the outcomes are those of a
+`--jobs N` runs N child processes at once, each over its own chunk of at most `--chunk-size` cases
+of one test file (a file's cases dealt round-robin over its chunks, so that a slow test function's
+cases do not queue in one child; the next chunk goes to the first child free; torch's and
+cpu_interp's thread pools get the host's cores / N each). Every case runs exactly once either way, so the outcomes are those of a
 serial run. Each finished case is appended to `OUT.cases.jsonl` as its chunk ends (rewritten in
 collection order when the run ends); `--resume` keeps the cases that file holds and runs the rest.
 `--time-limit S` stops the run S seconds after it started: no chunk starts after that, running
@@ -204,16 +207,27 @@ def sample(ids: list[str], per_function: int) -> list[str]:
     return picked
 
 
-def _run_child(cmd: list[str], env: dict, limit: float) -> tuple[int | str, str]:
+def _run_child(cmd: list[str], env: dict, limit: float, log: Path, case_limit: float) -> tuple[int | str, str]:
     """Run one child pytest in its own process group (what it starts dies with it when it is
-    stopped); (its exit status or "timeout", the tail of its output)."""
+    stopped); (its exit status, "timeout" past `limit` or "case-timeout" when one case ran
+    `case_limit` seconds (0: no limit), the tail of its output). The case limit is watched here,
+    through the outcome log, so that it holds where pytest-timeout is missing or cannot interrupt
+    (a long native call)."""
     with tempfile.TemporaryFile("w+") as out:
         proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
+        began = time.monotonic()
+        watch = _CaseWatch(log)
+        ended: int | str | None = None
         try:
-            ended = proc.wait(timeout=max(limit, 0.1))
-        except subprocess.TimeoutExpired:
-            ended = "timeout"
+            while ended is None:
+                try:
+                    ended = proc.wait(timeout=min(1.0, max(0.05, limit - (time.monotonic() - began))))
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() - began >= limit:
+                        ended = "timeout"
+                    elif case_limit and watch.running_for() > case_limit:
+                        ended = "case-timeout"
         finally:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)  # the child, or what it left running
@@ -225,13 +239,42 @@ def _run_child(cmd: list[str], env: dict, limit: float) -> tuple[int | str, str]
         return ended, out.read()[-600:]
 
 
+class _CaseWatch:
+    """How long the case a child is running has been running, read from its outcome log."""
+
+    def __init__(self, log: Path):
+        self.log, self.offset, self.case, self.since = log, 0, None, time.monotonic()
+
+    def running_for(self) -> float:
+        try:
+            with open(self.log, encoding="utf-8", errors="replace") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except OSError:
+            return 0.0
+        complete = chunk[:chunk.rfind("\n") + 1]
+        self.offset += len(complete.encode("utf-8", errors="replace"))
+        for line in complete.splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if rec.get("outcome") == "started":
+                self.case, self.since = rec.get("nodeid"), time.monotonic()
+            elif rec.get("nodeid") == self.case:  # its outcome (a skip or error in setup included)
+                self.case = None
+        return time.monotonic() - self.since if self.case is not None else 0.0
+
+
 def run_cases(rootdir: Path, ids: list[str], env: dict, device: str, timeout: int,
               chunk_timeout: int, log: Path, deadline: float | None = None) -> dict[str, dict]:
-    """Run `ids`, resuming after a crash or a timed-out child; returns nodeid -> record. At
-    `deadline` (time.monotonic()) the child is stopped and the cases it had not finished are left
-    out, unrecorded."""
+    """Run `ids`, resuming after a crash or a timed-out child; returns nodeid -> record. A case
+    that runs `timeout` seconds and a grace past it gets its child stopped (pytest-timeout, where
+    installed, fails it at `timeout`). At `deadline` (time.monotonic()) the child is stopped and
+    the cases it had not finished are left out, unrecorded."""
     results: dict[str, dict] = {}
     pending = list(ids)
+    case_limit = timeout + max(5.0, timeout / 4) if timeout else 0.0
     while pending:
         limit = chunk_timeout if deadline is None else min(chunk_timeout, deadline - time.monotonic())
         if limit <= 0:
@@ -242,7 +285,7 @@ def run_cases(rootdir: Path, ids: list[str], env: dict, device: str, timeout: in
         log.write_text("")
         cmd = child_command(rootdir, device, timeout) + [f"@{argfile}"]
         try:
-            ended, tail = _run_child(cmd, env, limit)
+            ended, tail = _run_child(cmd, env, limit, log, case_limit)
         finally:
             os.unlink(argfile)
         started = None  # the last case the child began
@@ -267,18 +310,22 @@ def run_cases(rootdir: Path, ids: list[str], env: dict, device: str, timeout: in
                                                f"pytest exited {ended}: " + " ".join(tail.split())[-300:]}
             break
         culprit = started
-        results[culprit] = {"outcome": "timeout" if ended == "timeout" else "crash", "when": "call",
-                            "message": f"child pytest ended ({ended}) while this case ran"}
+        if ended == "case-timeout":
+            why = f"Timeout: the case ran past --timeout ({timeout} s) and its child pytest was stopped"
+        else:
+            why = f"child pytest ended ({ended}) while this case ran"
+        results[culprit] = {"outcome": "crash" if isinstance(ended, int) else "timeout", "when": "call",
+                            "message": why}
         pending = [i for i in rest if _short(rootdir, i) != culprit]
     return results
 
 
 def run_parallel(rootdir: Path, ids: list[str], envs: list[dict], device: str, timeout: int,
                  chunk_timeout: int, chunk_size: int, deadline: float | None, record) -> dict[str, dict]:
-    """Run `ids` in chunks of `chunk_size` consecutive cases, one child per env of `envs` at once
-    (each env names its own outcome log); `record(results)` is called with each chunk's results as
-    it ends. Returns nodeid -> record for every case that ran."""
-    chunks = [ids[k:k + chunk_size] for k in range(0, len(ids), chunk_size)]
+    """Run `ids` in chunks (`make_chunks`), one child per env of `envs` at once (each env names its
+    own outcome log); `record(results)` is called with each chunk's results as it ends. Returns
+    nodeid -> record for every case that ran."""
+    chunks = make_chunks(ids, chunk_size)
     results: dict[str, dict] = {}
     lock = threading.Lock()
     state = {"next": 0, "done": 0}
@@ -305,6 +352,20 @@ def run_parallel(rootdir: Path, ids: list[str], envs: list[dict], device: str, t
     for t in threads:
         t.join()
     return results
+
+
+def make_chunks(ids: list[str], size: int) -> list[list[str]]:
+    """Chunks of at most `size` cases, each from one test file (its child imports one test module),
+    the cases of a file dealt round-robin over that file's chunks, so that the cases of one slow
+    test function spread over several children instead of queueing in one."""
+    by_file: dict[str, list[str]] = collections.OrderedDict()
+    for i in ids:
+        by_file.setdefault(i.split("::", 1)[0], []).append(i)
+    chunks = []
+    for group in by_file.values():
+        k = -(-len(group) // size)
+        chunks += [group[j::k] for j in range(k)]
+    return chunks
 
 
 def read_records(path: Path) -> dict[str, dict]:
@@ -453,11 +514,13 @@ def parse_args(argv):
     ap.add_argument("--files", default="", help="comma-separated test file names (default: every test_*.py)")
     ap.add_argument("--functions", default="", help="regex: only test functions whose name matches")
     ap.add_argument("--per-function", type=int, default=4, help="cases per test function (0: all)")
-    ap.add_argument("--timeout", type=int, default=300, help="seconds per case (needs pytest-timeout)")
+    ap.add_argument("--timeout", type=int, default=300,
+                    help="seconds per case (0: none): pytest-timeout, where installed, fails the case then; "
+                    "its child is stopped a grace later in any case")
     ap.add_argument("--chunk-timeout", type=int, default=900, help="seconds per child pytest")
     ap.add_argument("--jobs", type=int, default=1, metavar="N", help="child pytest processes at once")
     ap.add_argument("--chunk-size", type=int, default=100, metavar="K",
-                    help="consecutive cases one child runs (default 100)")
+                    help="most cases one child runs, all from one test file (default 100)")
     ap.add_argument("--time-limit", type=float, default=0, metavar="S",
                     help="stop the run S seconds after it started (0: no limit); --resume finishes it")
     ap.add_argument("--classes", help="JSON rules that classify failures (see the module's docstring)")

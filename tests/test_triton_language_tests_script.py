@@ -1,7 +1,8 @@
 """scripts/triton_language_tests.py over a small stand-in for Triton's test tree: outcomes of a
 parallel run equal a serial run's, a crashing case is recorded as a crash and the run goes on, the
-children see the backend's device and no GPU, --time-limit stops a run that --resume finishes, and
-bad arguments are one line with exit status 2."""
+children see the backend's device and no GPU, a case past --timeout costs its child (pytest-timeout
+or not) and the run goes on, --time-limit stops a run that --resume finishes, and bad arguments are
+one line with exit status 2."""
 from __future__ import annotations
 
 import json
@@ -58,7 +59,7 @@ def test_gpu_hidden():
 
 @pytest.mark.parametrize("n", range(4))
 def test_slow(n):
-    time.sleep(float(os.environ.get("FAKE_SLEEP_S", "0")) if n else 0)
+    time.sleep(float(os.environ.get("FAKE_SLEEP_S", "0")) if n == 1 else 0)
 '''
 
 EXPECTED = {"test_values[5]": "failed", "test_skips[1]": "skipped", "test_crash[1]": "crash"}
@@ -90,7 +91,7 @@ def outcomes(out: Path) -> dict[str, str]:
 def test_parallel_run_equals_serial_run(tree, tmp_path):
     serial, parallel = tmp_path / "serial", tmp_path / "parallel"
     assert run(tree, serial).returncode == 0
-    proc = run(tree, parallel, "--jobs", "3", "--chunk-size", "2")
+    proc = run(tree, parallel, "--jobs", "3", "--chunk-size", "7")  # 3 chunks, dealt round-robin
     assert proc.returncode == 0, proc.stderr
     got = outcomes(serial)
     assert len(got) == 18
@@ -116,6 +117,20 @@ def test_time_limit_then_resume(tree, tmp_path):
     assert outcomes(out) == {f"test_slow[{n}]": "passed" for n in range(4)}
     meta = json.loads(Path(str(out) + ".json").read_text())["meta"]
     assert meta["kept_from_earlier_run"] == 1 and meta["totals"]["not_run"] == 0
+
+
+def test_a_case_past_the_timeout_is_stopped_and_the_run_goes_on(tree, tmp_path):
+    """The case fails at the limit (pytest-timeout, where installed) or its child is stopped a grace
+    later (without it, or when it cannot interrupt); the cases after it run."""
+    out = tmp_path / "hang"
+    proc = run(tree, out, "--functions", "slow", "--timeout", "1", env={"FAKE_SLEEP_S": "600"})
+    assert proc.returncode == 0, proc.stderr
+    got = outcomes(out)
+    assert got.pop("test_slow[1]") in ("timeout", "failed")
+    assert got == {"test_slow[0]": "passed", "test_slow[2]": "passed", "test_slow[3]": "passed"}
+    data = json.loads(Path(str(out) + ".json").read_text())
+    assert data["meta"]["wall_s"] < 120
+    assert "Timeout" in data["functions"][0]["failures"][0]["message"]
 
 
 @pytest.mark.parametrize("extra, says", [

@@ -469,15 +469,18 @@ def render_md(meta: dict, rows: list[dict]) -> str:
     t = meta["totals"]
     lines = [f"# Triton's language tests on {meta['backend']} (tier {meta['tier']})", "",
              f"- tests from Triton commit `{meta['tests_commit']}`; installed Triton {meta['triton']}",
-             f"- up to {meta['per_function'] or 'all'} cases per test function; device `{meta['device']}`;"
-             f" {meta.get('jobs', 1)} child process(es) at once, {meta['wall_s']:.0f} s"
+             f"- {f'up to {n} cases' if (n := meta['per_function']) else 'every case'} of every test function;"
+             f" device `{meta['device']}`; {meta.get('jobs', 1)} child process(es) at once"
+             + (f", {meta['timeout']} s per case" if meta.get("timeout") else "") + f"; {meta['wall_s']:.0f} s"
              + (f" (plus the earlier run whose {meta['kept_from_earlier_run']} cases this one kept)"
                 if meta.get("kept_from_earlier_run") else ""),
              f"- {t['run']} cases run: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped,"
              f" {t['xfailed']} xfailed"
              + (f"; {t['not_run']} of the {t['chosen']} chosen not run (stopped at --time-limit)"
-                if t.get("not_run") else ""),
-             "- failures by class: " + ", ".join(
+                if t.get("not_run") else "")
+             + (f"; {n} test file(s) did not collect" if (n := t.get("files_not_collected")) else ""),
+             "- failures by class" + (" (the files that did not collect included)"
+                                      if t.get("files_not_collected") else "") + ": " + ", ".join(
                  f"{c} ({CLASSES.get(c, c)}): {t['classes'].get(c, 0)}"
                  for c in [*CLASSES, *sorted(set(t["classes"]) - set(CLASSES))]), "",
              "| file | test function | collected | run | pass | fail | skip | failure classes |",
@@ -622,7 +625,9 @@ def main(argv=None) -> int:
     atomic_write_text(cases_path, "".join(json_text(case_record(k, results[k])) + "\n"
                                           for k in order if k in results))
     rows = summarise(collected, uncollected, results, rootdir, rules)
-    totals = {k: sum(r[k] for r in rows) for k in ("collected", "run", "passed", "failed", "skipped", "xfailed")}
+    cases = [r for r in rows if r["function"] != "(collection)"]
+    totals = {k: sum(r[k] for r in cases) for k in ("collected", "run", "passed", "failed", "skipped", "xfailed")}
+    totals["files_not_collected"] = len(uncollected)
     totals["chosen"] = len(chosen)
     totals["not_run"] = sum(1 for k in order if k not in results)
     classes = collections.Counter()
@@ -632,6 +637,7 @@ def main(argv=None) -> int:
     meta = {"backend": args.backend, "tier": args.tier, "device": device, "triton": triton.__version__,
             "tests_commit": tests_commit(lang, args.tests_commit), "per_function": args.per_function,
             "files": [str(f.relative_to(rootdir)) for f in files], "jobs": args.jobs,
+            "chunk_size": args.chunk_size, "timeout": args.timeout,
             "wall_s": time.monotonic() - start, "kept_from_earlier_run": len(order) - len(todo),
             "class_names": CLASSES, "totals": totals}
     out_md, out_json = Path(args.out + ".md"), Path(args.out + ".json")

@@ -72,6 +72,7 @@ def tree(tmp_path_factory) -> Path:
     lang.mkdir(parents=True)
     (root / "python" / "test" / "conftest.py").write_text(CONFTEST)
     (lang / "test_core.py").write_text(TESTS)
+    (lang / "test_gpu_only.py").write_text("import torch\ntorch.cuda.current_device()\n")  # does not collect
     return root
 
 
@@ -101,6 +102,9 @@ def test_parallel_run_equals_serial_run(tree, tmp_path):
     meta = json.loads(Path(str(parallel) + ".json").read_text())["meta"]
     assert meta["jobs"] == 3 and meta["totals"]["run"] == 18 and meta["totals"]["not_run"] == 0
     assert (meta["totals"]["passed"], meta["totals"]["failed"], meta["totals"]["skipped"]) == (15, 2, 1)
+    assert meta["totals"]["files_not_collected"] == 1 and meta["totals"]["classes"] == {"b": 1, "unclassified": 2}
+    assert "18 cases run: 15 passed, 2 failed, 1 skipped, 0 xfailed; 1 test file(s) did not collect" in \
+        Path(str(parallel) + ".md").read_text()
 
 
 def test_time_limit_then_resume(tree, tmp_path):

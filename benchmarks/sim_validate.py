@@ -45,6 +45,10 @@ def measured_rows(path: Path) -> dict[tuple, dict]:
     return out
 
 
+#: device-model host figures (DeviceModel.host_costs_s) -> the learned efficiencies they stand for
+HOST_FIELDS = {"launch": "host_launch_s", "property_query": "host_query_s", "target_query": "host_target_s",
+               "copy_from_host": "host_copy_s", "torch_kernel": "host_torch_op_s"}
+
 #: a call is bound by its wrapper's host work when the time measured around it exceeds the GPU
 #: time of the kernels it launched (profiled) by more than this many seconds and this fraction
 HOST_EXCESS_S, HOST_EXCESS_FRACTION = 10e-6, 0.3
@@ -206,6 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     # fixed per-launch costs (the floor, the host's) scale from the calibration GPU's host to another
     # device's by an empty launch measured on each (the device models' measured launch overhead)
     start = replace(start, launch_reference_s=cal_device.host_launch_s)
+    # host work the calibration device's model measured on its host (benchmarks/sim_probe_host.py)
+    # costs that there, not fitted; it becomes the learned figure other devices' hosts scale from
+    measured = {HOST_FIELDS[k]: v for k, v in cal_device.host_costs_s.items() if k in HOST_FIELDS}
+    if measured:
+        start = replace(start, **measured)
+        fixed += tuple(measured)
+        print(f"host work measured on the {args.calibrate_device}'s host: "
+              + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in cal_device.host_costs_s.items()))
     print(f"launch floor {start.launch_floor_s * 1e6:.2f} us (an empty launch measured on the {args.calibrate_device}); "
           f"host figures: an empty launch takes {cal_device.host_launch_s * 1e6:.2f} us on its host, "
           f"{hold_device.host_launch_s * 1e6:.2f} us on the {args.holdout_device}'s")

@@ -127,6 +127,7 @@ def test_the_wrappers_pytorch_work_is_counted_with_its_bytes():
     assert len(cap.launches) == 1
     assert w.kernels == 4                          # zeros, the host copy, the gather, cumsum
     assert w.copies == 2                           # torch.tensor(...) and int(...)
+    assert w.reads == 1                            # int(...): a value read back
     assert w.bytes == n * 4 + 4 * 8 + (n * 4 + 4 * 8 + 4 * 4) + 2 * n * 4
     # every operation costs host time: zeros, lift, index, view, t, cumsum, select, item, empty
     assert w.ops == 9
@@ -179,3 +180,49 @@ def test_host_costs_and_the_launch_floor_follow_the_hosts_measured_empty_launch(
     bare = _one_small_launch()
     t100, t200 = predict(bare, h100, eff).terms, predict(bare, h200, eff).terms
     assert t100["host"] == pytest.approx(8e-6) and t200["host"] == pytest.approx(8e-6 * 3.87 / 4.35)
+
+
+def _with_host_costs(name: str, **us) -> "DeviceModel":
+    """A shipped model with host figures measured on its host (microseconds)."""
+    from sdk.device_models import parse_model, to_dict
+    data = to_dict(load(name))
+    data["launch"]["host_us"] = {k: {"value": v, "source": "measured: on the host that drives it"}
+                                 for k, v in us.items()}
+    return parse_model(data, f"{name}.yaml")
+
+
+def test_a_devices_measured_host_figures_are_its_host_costs_piece_by_piece():
+    """Where a device model keeps host work measured on its host, each piece costs that there; a
+    piece it did not measure costs the learned figure scaled by the host's empty launch, and a
+    model without measured figures keeps the learned ones scaled, as before."""
+    h200 = load("nvidia_h200")
+    eff = Efficiencies(launch_floor_s=4e-6, launch_reference_s=4.35e-6, host_launch_s=8e-6, host_query_s=1e-3,
+                       host_target_s=1.5e-4, host_torch_op_s=5e-5, host_copy_s=4e-5, torch_kernel_s=2e-6)
+    measured = _with_host_costs("nvidia_h200", launch=15, property_query=700, target_query=40,
+                                copy_from_host=18, read_back=8)  # no torch_kernel figure
+    assert measured.host_costs_s == pytest.approx({"launch": 15e-6, "property_query": 7e-4, "target_query": 4e-5,
+                                                   "copy_from_host": 1.8e-5, "read_back": 8e-6})
+    launches = _one_small_launch()
+    # 2 launches, a property and a target query; 4 kernels of which 2 copies from the host, and a
+    # value read back: 2 other kernels
+    launches.host = HostWork(launches=2, property_queries=1, target_queries=1, torch_ops=7, torch_kernels=4,
+                             torch_bytes=0, torch_copies=3, torch_reads=1)
+    scale = 3.87 / 4.35
+    by_hand = 2 * 15e-6 + 7e-4 + 4e-5 + 2 * 1.8e-5 + 8e-6 + 2 * 5e-5 * scale
+    p = predict(launches, measured, eff)
+    assert (p.bound, p.terms["host"], p.time_s) == ("host", pytest.approx(by_hand), pytest.approx(by_hand))
+    learned = scale * (2 * 8e-6 + 1e-3 + 1.5e-4 + (4 - 3) * 5e-5 + 3 * 4e-5)
+    plain = _with_host_costs("nvidia_h200", read_back=8)  # one piece measured, the rest learned
+    assert predict(launches, plain, eff).terms["host"] == pytest.approx(
+        scale * (2 * 8e-6 + 1e-3 + 1.5e-4 + 2 * 4e-5 + 2 * 5e-5) + 8e-6)
+    bare = parse_model_without_host_costs("nvidia_h200")
+    assert predict(launches, bare, eff).terms["host"] == pytest.approx(learned)
+    # the device's own terms do not move with its host's figures
+    assert p.terms["torch"] == pytest.approx(predict(launches, bare, eff).terms["torch"])
+
+
+def parse_model_without_host_costs(name: str):
+    from sdk.device_models import parse_model, to_dict
+    data = to_dict(load(name))
+    data["launch"].pop("host_us", None)
+    return parse_model(data, f"{name}.yaml")

@@ -5,7 +5,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .dtypes import ATOMIC_OPS, FP8_DTYPES
-from .records import (Alignment, Atomics, Compute, DeviceModel, Dram, Features, Launch, MatrixUnit,
+from .records import (HOST_COSTS, Alignment, Atomics, Compute, DeviceModel, Dram, Features, Launch, MatrixUnit,
                       Memory, SharedMemory, SpecialFunction, TritonTarget, UnitMemory, VectorUnit,
                       Grid)
 from .validate import NAME_RE, Checker
@@ -49,8 +49,7 @@ def parse_model(data: Any, file: str, path: str = "") -> DeviceModel:
         atomics=_atomics(c, top["atomics"]),
         features=_features(c, top["features"]),
         alignment=_alignment(c, top["alignment"]),
-        launch=Launch(c.figure(c.mapping(top["launch"], "launch", ("overhead_us",))["overhead_us"],
-                               "launch.overhead_us", c.positive_number)),
+        launch=_launch(c, top["launch"]),
         triton=_triton(c, top["triton"]) if "triton" in top else None,
         path=path,
     )
@@ -140,6 +139,25 @@ def _alignment(c: Checker, node: Any) -> Alignment:
     keys = ("vector_bytes", "matrix_bytes", "allocation_bytes")
     m = c.mapping(node, "alignment", keys)
     return Alignment(**{k: c.figure(m[k], f"alignment.{k}", c.positive_int) for k in keys})
+
+
+def _launch(c: Checker, node: Any) -> Launch:
+    m = c.mapping(node, "launch", ("overhead_us",), ("host_us",))
+    overhead = c.figure(m["overhead_us"], "launch.overhead_us", c.positive_number)
+    if "host_us" not in m:
+        return Launch(overhead)
+    host = c.mapping(m["host_us"], "launch.host_us", (), HOST_COSTS)
+    if not host:
+        raise c.fail("launch.host_us", f"must give at least one of {', '.join(HOST_COSTS)} (or drop it)")
+    figures = {}
+    for key in HOST_COSTS:
+        if key in host:
+            fig = c.figure(host[key], f"launch.host_us.{key}", c.positive_number)
+            if fig.source_kind != "measured":
+                raise c.fail(f"launch.host_us.{key}.source", "must say how it was measured ('measured: ...'): "
+                             f"host figures are measured on the host that drives the device, got {fig.source!r}")
+            figures[key] = fig
+    return Launch(overhead, MappingProxyType(figures))
 
 
 def _triton(c: Checker, node: Any) -> TritonTarget:

@@ -124,9 +124,18 @@ class Alignment:
     allocation_bytes: Figure[int]
 
 
+#: host work a launch wrapper does around its launches, each timed alone on the host that drives
+#: the device (benchmarks/sim_probe_host.py): an empty Triton launch, the wrapper asking the driver
+#: for device properties, asking the target for its fp8 types, a tensor built from host data (a
+#: pageable copy), a value read back, another small PyTorch kernel
+HOST_COSTS = ("launch", "property_query", "target_query", "copy_from_host", "read_back", "torch_kernel")
+
+
 @dataclass(frozen=True)
 class Launch:
     overhead_us: Figure[float]
+    #: HOST_COSTS name -> microseconds, measured on the host and runtime that drive the device
+    host_us: Mapping[str, Figure[float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +261,13 @@ class DeviceModel:
         else the launch overhead figure."""
         o = self.launch.overhead_us
         return (o.measured.value if o.measured is not None else o.value) * 1e-6
+
+    @property
+    def host_costs_s(self) -> dict[str, float]:
+        """Seconds of each piece of host work (HOST_COSTS) measured on the host that drives the
+        device, where the model keeps them; empty where it keeps none."""
+        host = self.launch.host_us or {}
+        return {k: fig.value * 1e-6 for k, fig in host.items()}
 
     @property
     def warp_size(self) -> int | None:

@@ -97,6 +97,8 @@ class LaunchCounts:
     #: unit-stride axis (every element its own access: interleaved pairs, a column of a row-major matrix)
     strided_elements: dict = field(default_factory=lambda: defaultdict(float))
     addresses: dict = field(default_factory=dict)     # arg name -> (base address, bytes): reuse across launches
+    #: the kernel's TTIR, from which a target's own compiler says what it allocates (sdk.simulator.compiled)
+    ttir: str = field(default="", repr=False)
 
     @property
     def programs(self) -> int:
@@ -187,6 +189,7 @@ def analyse(module: Module, grid: tuple[int, int, int], args: list[Any], samples
         loop.load_bytes = loop.load_bytes / loop.iterations if loop.iterations else 0.0
     counts.footprint_bytes = max(_peak_live(b) for b in func.body.blocks)
     counts.num_warps, counts.num_stages = num_warps, num_stages
+    counts.ttir = module.text
     return counts
 
 

@@ -110,7 +110,7 @@ def errors(rows: list[Row], eff: Efficiencies) -> list[dict]:
         out.append({"kernel": r.key[0], "case": r.key[1], "dtype": r.key[2], "group": r.group,
                     "device": r.device.name, "measured_us": r.measured_s * 1e6, "predicted_us": p.time_s * 1e6,
                     "ratio": ratio, "abs_error_pct": 100 * abs(ratio - 1), "bound": p.bound,
-                    "fits": p.fits, "notes": p.notes})
+                    "fits": p.fits, "notes": p.notes, "occupancy": p.occupancy})
     return out
 
 

@@ -39,13 +39,16 @@ class Prediction:
     estimated: bool = False
     notes: list[str] = field(default_factory=list)
     terms: dict = field(default_factory=dict)
+    #: whence the programs a unit holds at once: "compiled" (what the target's compiler allocated
+    #: for every launch), "estimated" (from the launches' tiles), "mixed", or "" off GPUs
+    occupancy: str = ""
 
     def as_dict(self) -> dict:
         return {"time_s": self.time_s, "fits": self.fits, "why": self.why, "bound": self.bound,
                 "bytes": self.bytes, "flops": self.flops, "programs": self.programs,
                 "footprint_bytes": self.footprint_bytes, "shared_bytes": self.shared_bytes,
                 "estimated": self.estimated, "notes": self.notes,
-                "terms": {k: v for k, v in self.terms.items()}}
+                "terms": {k: v for k, v in self.terms.items()}, "occupancy": self.occupancy}
 
 
 def load_efficiencies(path: Path | None = None) -> Efficiencies:
@@ -102,7 +105,7 @@ def predict_launch(c: LaunchCounts, device: DeviceModel, eff: Efficiencies | Non
     total_flops = sum(v for (_, dtype, _), v in c.flops.items()
                       if not dtype.startswith(("int", "uint"))) * max(c.programs, 1)
     return Prediction(t.time_s, not why, why, t.bound, t.dram_bytes, total_flops, c.programs,
-                      c.footprint_bytes, t.shared_bytes, c.estimated, notes, dict(t.terms))
+                      c.footprint_bytes, t.shared_bytes, c.estimated, notes, dict(t.terms), t.occupancy)
 
 
 def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies | None = None) -> Prediction:
@@ -120,7 +123,7 @@ def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies
     host = getattr(launches, "host", None)
     torch_s = torch_device_time(host, device, eff)
     device_s = sum(p.time_s for p in parts) + torch_s
-    host_s = host_time(host, len(parts), eff) * host_scale(device, eff)
+    host_s = host_time(host, len(parts), eff, device)
     terms["torch"] = torch_s
     terms["host"] = host_s
     bound = "host" if host_s > device_s else "torch" if torch_s > max(p.time_s for p in parts) \
@@ -132,7 +135,12 @@ def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies
         flops=sum(p.flops for p in parts), programs=max(p.programs for p in parts),
         footprint_bytes=max(p.footprint_bytes for p in parts), shared_bytes=max(p.shared_bytes for p in parts),
         estimated=any(p.estimated for p in parts), notes=sorted({n for p in parts for n in p.notes}),
-        terms=terms)
+        terms=terms, occupancy=_occupancy(parts))
+
+
+def _occupancy(parts: list[Prediction]) -> str:
+    kinds = {p.occupancy for p in parts}
+    return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
 def host_scale(device: DeviceModel, eff: Efficiencies) -> float:
@@ -143,21 +151,38 @@ def host_scale(device: DeviceModel, eff: Efficiencies) -> float:
     return device.host_launch_s / eff.launch_reference_s if eff.launch_reference_s else 1.0
 
 
-def host_time(host, launches: int, eff: Efficiencies) -> float:
-    """Host seconds of one call on the calibration GPU's host (predict scales them by host_scale): each launch's argument binding and driver call, each question
-    the launch wrapper asks the driver, each copy between host and device (a pageable copy waits
-    for the host) and each other PyTorch kernel it launches (`host`: sdk.simulator.run.HostWork;
-    without it, launches only). A copy from the host is also one of the counted kernels, a value
-    read back is not: the other kernels are the kernels less the copies, which undercounts them by
-    one per value read back. Views and allocations cost the host about a microsecond each: not
-    counted."""
+def host_time(host, launches: int, eff: Efficiencies, device: DeviceModel | None = None) -> float:
+    """Host seconds of one call: each launch's argument binding and driver call, each question the
+    launch wrapper asks the driver, each copy between host and device (a pageable copy waits for
+    the host) and each other PyTorch kernel it launches (`host`: sdk.simulator.run.HostWork;
+    without it, launches only). Views and allocations cost the host about a microsecond each: not
+    counted.
+
+    Each piece costs what the device model measured on the host that drives `device`
+    (DeviceModel.host_costs_s: benchmarks/sim_probe_host.py), and where it measured none, the cost
+    learned on the calibration GPU's host (`host_*`) scaled by host_scale. The learned costs lump
+    values read back with copies from the host, and count as other kernels the kernels less those
+    copies (one too few per value read back), as they were learned."""
     n = host.launches if host is not None else launches
     queries = host.property_queries if host is not None else 0
     targets = host.target_queries if host is not None else 0
     kernels = getattr(host, "torch_kernels", 0) if host is not None else 0
     copies = getattr(host, "torch_copies", 0) if host is not None else 0
-    return (n * eff.host_launch_s + queries * eff.host_query_s + targets * eff.host_target_s
-            + max(kernels - copies, 0) * eff.host_torch_op_s + copies * eff.host_copy_s)
+    reads = getattr(host, "torch_reads", 0) if host is not None else 0
+    measured = device.host_costs_s if device is not None else {}
+    scale = host_scale(device, eff) if device is not None else 1.0
+
+    def cost(name: str, learned: float) -> float:
+        return measured[name] if name in measured else learned * scale
+
+    if not measured:
+        return scale * (n * eff.host_launch_s + queries * eff.host_query_s + targets * eff.host_target_s
+                        + max(kernels - copies, 0) * eff.host_torch_op_s + copies * eff.host_copy_s)
+    from_host = max(copies - reads, 0)  # each also counted among the kernels
+    return (n * cost("launch", eff.host_launch_s) + queries * cost("property_query", eff.host_query_s)
+            + targets * cost("target_query", eff.host_target_s) + from_host * cost("copy_from_host", eff.host_copy_s)
+            + reads * cost("read_back", eff.host_copy_s)
+            + max(kernels - from_host, 0) * cost("torch_kernel", eff.host_torch_op_s))
 
 
 def torch_device_time(host, device: DeviceModel, eff: Efficiencies) -> float:

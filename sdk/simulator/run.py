@@ -32,8 +32,8 @@ class HostWork:
     launch wrapper's own questions to the driver (device properties, the target and its compiler
     options: what fp8 types it has). Triton's own machinery asking once per kernel is not counted.
     `torch_*`: the PyTorch operations the wrapper runs besides (sdk.simulator.torchwork): every
-    operation, those that launch a device kernel and the bytes they move, and the copies between
-    host and device."""
+    operation, those that launch a device kernel and the bytes they move, the copies between host
+    and device, and the values read back to the host among those copies."""
 
     launches: int = 0
     property_queries: int = 0
@@ -42,6 +42,7 @@ class HostWork:
     torch_kernels: int = 0
     torch_bytes: int = 0
     torch_copies: int = 0
+    torch_reads: int = 0
 
 
 #: files whose frames stand between a launch wrapper and a driver query (the bridge, the capture)
@@ -148,7 +149,7 @@ def capture_launches(spec: KernelSpec, case, dtype: str, fp8: tuple[str, ...] | 
         if inputs is not None:
             inputs.ran()
     t = torch_work.work()
-    work = HostWork(len(cap.launches), host.props, host.targets, t.ops, t.kernels, t.bytes, t.copies)
+    work = HostWork(len(cap.launches), host.props, host.targets, t.ops, t.kernels, t.bytes, t.copies, t.reads)
     return list(cap.launches), cap.queried or cap.refused, work
 
 

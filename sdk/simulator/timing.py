@@ -44,6 +44,8 @@ from dataclasses import dataclass, field, fields
 
 from ..device_models.records import DeviceModel
 from .analysis import LaunchCounts
+from .compiled import allocation
+from .compiled import programs_per_unit as compiled_programs_per_unit
 from .onchip import Staging, dot_path, shared_bytes, staging_for, stages_of, warps_of
 
 #: what a device's threads per unit are when the model does not say (NVIDIA and AMD: 2048)
@@ -117,6 +119,7 @@ class LaunchTime:
     programs_per_unit: int
     shared_bytes: int
     notes: list
+    occupancy: str = ""             # whence programs_per_unit: "compiled", "estimated" ("" off GPUs)
 
 
 def _bits(dtype: str) -> str:
@@ -149,10 +152,17 @@ def vector_rate(device: DeviceModel, dtype: str) -> float:
             or max(device.vector.tflop_per_s[k].value for k in device.vector.tflop_per_s) * 1e12)
 
 
-def programs_per_unit(c: LaunchCounts, device: DeviceModel, st: Staging, smem: int) -> int:
-    """How many programs one unit holds at once (shared memory, registers, threads)."""
+def programs_per_unit(c: LaunchCounts, device: DeviceModel, st: Staging, smem: int) -> tuple[int, str]:
+    """How many programs one unit holds at once (shared memory, registers, threads), and whence:
+    "compiled" from what the target's compiler allocated for this launch (sdk.simulator.compiled:
+    registers per thread and shared memory of a real compile), "estimated" from the launch's
+    staged shared memory and live tiles where the target cannot be compiled here, "" on a device
+    that runs one program per core."""
     if not st.gpu or device.grid_bound_to_cores:
-        return 1
+        return 1, ""
+    alloc = allocation(getattr(c, "ttir", ""), c.num_warps, c.num_stages, device)
+    if alloc is not None:
+        return compiled_programs_per_unit(alloc, device), "compiled"
     limits = [MAX_PROGRAMS_PER_UNIT]
     if smem > 0:
         limits.append(device.on_chip_bytes_per_unit // smem)
@@ -162,7 +172,7 @@ def programs_per_unit(c: LaunchCounts, device: DeviceModel, st: Staging, smem: i
     if regs:
         need = max(threads * MIN_REGISTER_BYTES_PER_THREAD, c.footprint_bytes)
         limits.append(int(regs.value * 1024) // max(need, 1))
-    return max(1, min(limits))
+    return max(1, min(limits)), "estimated"
 
 
 def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resident: dict | None = None,
@@ -174,7 +184,7 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     P = max(c.programs, 1)
     U = max(device.units, 1)
     smem = shared_bytes(c, st)
-    R = programs_per_unit(c, device, st, smem)
+    R, occupancy = programs_per_unit(c, device, st, smem)
     slots = U * R
     waves = math.ceil(P / slots)
     per_unit = math.ceil(P / U)  # programs each unit works through, one after another at full rate
@@ -251,7 +261,7 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     floor = eff.launch_floor_s * (device.host_launch_s / eff.launch_reference_s if eff.launch_reference_s else 1.0)
     if floor > body:
         bound = "launch"
-    return LaunchTime(floor + body, bound, terms, dram, l2_hit, padded_total, R, smem, sorted(set(notes)))
+    return LaunchTime(floor + body, bound, terms, dram, l2_hit, padded_total, R, smem, sorted(set(notes)), occupancy)
 
 
 #: device-model names of the element types of tt.dot_scaled operands

@@ -8,7 +8,8 @@ over the captured call that sees every ATen operation the wrapper issues and rec
 - `kernels` and `bytes`: the operations that launch a device kernel (not views, metadata or
   allocations), with the bytes of the tensors each reads and writes;
 - `copies`: tensors made from host data (`torch.tensor(...)`: a copy from pageable host memory on
-  a device) and values read back to the host (`.item()`, `int(t)`: a copy and a synchronisation).
+  a device) and values read back to the host (`.item()`, `int(t)`: a copy and a synchronisation);
+  `reads`: the values read back among them.
 Operations issued by Triton's runtime (an autotuner's benchmarking) or by the capture's own
 plumbing are not the wrapper's and are not counted.
 """
@@ -45,6 +46,7 @@ class TorchWork:
     kernels: int = 0
     bytes: int = 0
     copies: int = 0
+    reads: int = 0
 
 
 def _nbytes(x) -> int:
@@ -71,7 +73,7 @@ class TorchCounter(TorchDispatchMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.ops = self.kernels = self.bytes = self.copies = 0
+        self.ops = self.kernels = self.bytes = self.copies = self.reads = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -90,6 +92,7 @@ class TorchCounter(TorchDispatchMode):
             return
         if name in TO_HOST:
             self.copies += 1
+            self.reads += 1
             return
         if name in NO_KERNEL or func.is_view:
             return
@@ -104,4 +107,4 @@ class TorchCounter(TorchDispatchMode):
         self.bytes += sum(_nbytes(t) for t in read) + sum(_nbytes(t) for t in written)
 
     def work(self) -> TorchWork:
-        return TorchWork(self.ops, self.kernels, self.bytes, self.copies)
+        return TorchWork(self.ops, self.kernels, self.bytes, self.copies, self.reads)

@@ -25,7 +25,7 @@ PARAMETERS = (
     ("matrix.sync_on_async", 0.1, 1.0), ("vector", 0.02, 1.0), ("special", 0.02, 1.0),
     ("vector_between_dots", 0.05, 1.0),
     ("dram_latency_s", 3e-7, 8e-7), ("launch_floor_s", 5e-7, 2e-5), ("warp_ipc", 0.02, 1.0),
-    ("program_overhead_s", 1e-8, 5e-6), ("dot_latency_s", 1e-8, 3e-6),
+    ("program_overhead_s", 1e-8, 5e-6), ("dot_latency_s", 1e-8, 3e-6), ("dot_shared_latency_s", 1e-8, 3e-6),
     ("reduce_latency_s", 1e-9, 2e-6), ("host_launch_s", 1e-6, 5e-5), ("host_query_s", 1e-6, 5e-3),
     # a PyTorch kernel's device time besides its bytes: the H100 profiles show 0.7 to 1.3 us for
     # the small ones (pageable copies, elementwise casts)

@@ -73,7 +73,8 @@ class Efficiencies:
     strided_stores_per_clock: float = 0.0
     warp_ipc: float = 0.5            # vector instructions a warp issues per clock on its serial path
     program_overhead_s: float = 2e-7  # a program's start and end on a unit
-    dot_latency_s: float = 2e-7       # a dot waiting on a value the program just computed
+    dot_latency_s: float = 2e-7       # a dot waiting on a value the program just computed (in registers)
+    dot_shared_latency_s: float = 4e-7  # ... one whose computed operand goes through shared memory
     reduce_latency_s: float = 1e-7    # a reduction or scan across the lanes of a program
     launch_floor_s: float = 3e-6     # per launch on the calibration device ...
     launch_reference_s: float = 5e-6  # an empty launch on the calibration GPU's host (fixed costs scale by it)
@@ -243,14 +244,19 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     t_mem = max(t_mem, strided_element_time(c, device, eff, per_unit))
 
     # ---- a program's serial path ----------------------------------------------------------------
-    rounds = _latency_rounds(c, stages_of(c, st))
+    piped, other = _latency_rounds(c, stages_of(c, st))
     vec_ops = sum(v for (unit, _, _), v in c.flops.items() if unit in ("vector", "special")) + decode
     lanes = warps * st.warp_size if st.gpu else device.vector.lanes_per_unit.value
     t_issue = vec_ops / (max(lanes, 1) * device.clock_hz * eff.warp_ipc)
-    chained = sum(d.execs for d in c.dots.values() if "computed" in (d.a_src, d.b_src))
-    # loads in flight overlap the program's own compute chain: the longer of the two
-    chain = t_issue + chained * eff.dot_latency_s + getattr(c, "reductions", 0.0) * eff.reduce_latency_s
-    t_lat = waves * (max(rounds * eff.dram_latency_s, chain) + eff.program_overhead_s)
+    # a dot waiting on a value the program just computed: from registers (its first operand), or
+    # through shared memory (its second: a store, a barrier and a load first)
+    in_regs = sum(d.execs for d in c.dots.values() if d.a_src == "computed" and d.b_src != "computed")
+    through_smem = sum(d.execs for d in c.dots.values() if d.b_src == "computed")
+    chain = (t_issue + in_regs * eff.dot_latency_s + through_smem * eff.dot_shared_latency_s
+             + getattr(c, "reductions", 0.0) * eff.reduce_latency_s)
+    # loads a pipelined dot loop keeps in flight overlap the program's compute chain; every other
+    # round of loads waits for its data before the compute that needs it: it adds to the chain
+    t_lat = waves * (other * eff.dram_latency_s + max(piped * eff.dram_latency_s, chain) + eff.program_overhead_s)
 
     t_comp = t_mx + t_vec + t_sp
     terms = {"matrix": t_mx, "vector": t_vec + t_sp, "memory": t_mem, "latency": t_lat}
@@ -310,14 +316,19 @@ def strided_element_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies
     return t
 
 
-def _latency_rounds(c: LaunchCounts, stages: int) -> float:
-    """Dependent load rounds per program: loop iterations that load, a pipelined dot loop keeping
-    stages - 1 of them in flight; at least one round for a program that loads at all."""
-    rounds = c.load_rounds
+def _latency_rounds(c: LaunchCounts, stages: int) -> tuple[float, float]:
+    """Dependent load rounds per program, (those of pipelined dot loops, the others): a loop that
+    loads the operands of its dots keeps stages - 1 iterations in flight; at least one round for a
+    program that loads at all."""
+    piped = 0.0
     for loop in c.loops.values():
         if loop.has_load and loop.has_dot and stages > 1:
-            rounds -= loop.iterations * (1 - 1 / (stages - 1 if stages > 2 else 1.0))
-    return max(rounds, 1.0 if c.bytes_loaded else 0.0)
+            piped += loop.iterations
+    other = max(c.load_rounds - piped, 0.0)
+    piped /= (stages - 1 if stages > 2 else 1.0)
+    if piped + other < 1.0 and c.bytes_loaded:
+        other = 1.0 - piped
+    return piped, other
 
 
 def _traffic(c: LaunchCounts, device: DeviceModel, slots: int, l2_resident: dict | None) -> tuple[float, float]:

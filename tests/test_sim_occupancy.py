@@ -59,9 +59,8 @@ def _reference(grid, **meta) -> dict:
 
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DAY0_SIM_CACHE", str(tmp_path))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # allocations are kept beside Triton's compiles
     compiled._FAST.clear()
-    compiled._MEMO.clear()
 
 
 SMALL = dict(BM=64, BN=64, BK=32, num_warps=4, num_stages=2)
@@ -93,7 +92,6 @@ def test_the_compile_is_kept_and_read_back_instead_of_compiled_again(monkeypatch
     c = _counts(64, **SMALL)
     first = compiled.allocation(c.ttir, c.num_warps, c.num_stages, h100)
     compiled._FAST.clear()
-    compiled._MEMO.clear()
 
     def refuse(*args):
         raise AssertionError("compiled again")
@@ -110,3 +108,18 @@ def test_targets_that_cannot_be_compiled_here_keep_the_estimate():
     assert launch_time(c, load("amd_mi300x"), eff).occupancy == "estimated"
     assert launch_time(c, load("generic_npu"), eff).occupancy == ""
     assert compiled.compile_target(load("nvidia_l4")) == ("cuda", 89, 32)
+
+
+def test_prefetch_compiles_each_launch_once_per_target_in_workers_as_in_this_process():
+    small, large = _counts(64, **SMALL), _counts(64, **LARGE)
+    devices = [load("nvidia_h100"), load("nvidia_h200"), load("amd_mi300x")]  # one target to compile
+    assert compiled.prefetch([[small, large], [small]], devices, jobs=2) == 2
+    in_workers = {c.kernel + str(c.num_warps * 10 + c.num_stages): compiled._FAST[(c.ttir, c.num_warps, c.num_stages,
+                                                                                  ("cuda", 90, 32))]
+                  for c in (small, large)}
+    assert compiled.prefetch([[small, large]], devices, jobs=2) == 0  # held now
+    compiled._FAST.clear()
+    assert compiled.prefetch([[small, large]], devices, jobs=1) == 0  # read back from Triton's cache
+    here = {k: compiled._compile(c.ttir, c.num_warps, c.num_stages, ("cuda", 90, 32))
+            for k, c in zip(in_workers, (small, large))}
+    assert in_workers == here and all(a.registers > 0 for a in here.values())

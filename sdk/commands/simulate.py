@@ -30,8 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "$XDG_CACHE_HOME/day0/sim or ~/.cache/day0/sim)")
     p.add_argument("--no-cache", action="store_true", help="capture every call again and keep nothing")
     p.add_argument("--jobs", type=_jobs, default=0, metavar="N",
-                   help="worker processes capturing the calls the cache does not hold (default: one per "
-                        "CPU core, at most 8; 1: capture in this process)")
+                   help="worker processes capturing the calls the cache does not hold, and compiling the "
+                        "launches whose allocation Triton's cache does not hold (default: one per CPU core, "
+                        "at most 8; 1: in this process)")
     p.add_argument("--efficiencies", type=Path, metavar="JSON",
                    help="learned efficiencies to use instead of the shipped ones (sdk/simulator/efficiencies.json)")
     p.set_defaults(func=run)

@@ -121,7 +121,11 @@ def markdown(models: list[DeviceModel]) -> str:
         "(10^12 operations/s, dense, no sparsity), `gop_per_s`, `overhead_us`, `*_bytes`. Matrix rates "
         "are keyed by operand dtype, then accumulator dtype. Values are datasheet figures (derived or "
         "assumed where none is published): the simulator predicts from them. Where a ceiling was "
-        "measured on the device it is kept beside the value under `measured`, with its source.",
+        "measured on the device it is kept beside the value under `measured`, with its source. "
+        "`launch.host_us` (optional) keeps host work measured on the host that drives the device "
+        "(`benchmarks/sim_probe_host.py`: an empty launch, a wrapper's property and target queries, a "
+        "copy from the host, a value read back, a small PyTorch kernel); the simulator uses those in "
+        "place of the host costs it learned on its calibration GPU's host.",
         "",
         "A vendor's own model is any file of the same shape: `day0 devices show path/to/my_npu.yaml` "
         "validates and prints it.",

@@ -7,8 +7,8 @@ tiles cannot tell apart (attention with 256-wide heads keeps 166-182 registers f
 threads, one program per SM on an H100; with 128-wide heads, 144 for each of 128, three). Where the
 device model names a Triton target (`triton.backend`, `triton.arch`) whose compiler is installed here
 and reports what it allocated without a device -- Triton's CUDA backend: ptxas ships with Triton
-and says how many registers it used -- each launch is compiled once (cached on disk beside the
-captured calls, keyed by its TTIR, warps, stages, target and Triton's version) and the unit's
+and says how many registers it used -- each launch is compiled once (kept in Triton's cache beside
+its own compiles, keyed by the TTIR, warps, stages, target and Triton's version) and the unit's
 occupancy follows from the allocation and the device model's register file, shared memory and
 thread slots (`programs_per_unit`). Elsewhere `allocation` returns None and the timing model keeps
 its estimate.
@@ -48,8 +48,7 @@ class Allocation:
     target: str          # "cuda:90"
 
 
-_MEMO: dict = {}   # digest -> allocation
-_FAST: dict = {}   # (ttir, num_warps, num_stages, target) -> allocation
+_FAST: dict = {}   # (ttir, num_warps, num_stages, target) -> allocation (None: none)
 
 
 def compile_target(device) -> tuple[str, int, int] | None:
@@ -64,38 +63,67 @@ def compile_target(device) -> tuple[str, int, int] | None:
     return "cuda", int(m.group(1)), (t.warp_size.value if t.warp_size else 32)
 
 
-def allocation(ttir: str, num_warps: int, num_stages: int, device, cache_dir: Path | None = None) -> Allocation | None:
+def allocation(ttir: str, num_warps: int, num_stages: int, device) -> Allocation | None:
     """The allocation of one launch on the device's target (compiled once, then cached), or None
     where that target cannot be compiled here or the compile failed. `num_warps` / `num_stages`:
     as the launch asked (0: the target's default)."""
     target = compile_target(device)
     if target is None or not ttir:
         return None
+    return _allocation(ttir, num_warps, num_stages, target)
+
+
+def _allocation(ttir: str, num_warps: int, num_stages: int, target: tuple) -> Allocation | None:
     fast = (ttir, num_warps, num_stages, target)  # a string caches its hash: cheap on every prediction
     if fast in _FAST:
         return _FAST[fast]
-    _FAST[fast] = result = _allocation(ttir, num_warps, num_stages, target, cache_dir)
-    return result
+    manager, name = _cache_entry(ttir, num_warps, num_stages, target)
+    found = _read(manager, name)
+    if found is None:
+        try:
+            found = _compile(ttir, num_warps, num_stages, target)
+        except Exception:  # a kernel the target's compiler refuses: no allocation, the estimate stands
+            found = {}
+        _write(manager, name, found)
+    _FAST[fast] = found or None
+    return _FAST[fast]
 
 
-def _allocation(ttir: str, num_warps: int, num_stages: int, target: tuple, cache_dir: Path | None) -> Allocation | None:
-    import triton
-    digest = hashlib.sha256(f"{FORMAT}\0{triton.__version__}\0{target}\0{num_warps}\0{num_stages}\0".encode()
-                            + ttir.encode()).hexdigest()
-    if digest in _MEMO:
-        return _MEMO[digest]
-    path = _cache_path(cache_dir, digest)
-    found = _read(path)
-    if found is not None:
-        _MEMO[digest] = found or None
-        return _MEMO[digest]
-    try:
-        result = _compile(ttir, num_warps, num_stages, target)
-    except Exception:  # a kernel the target's compiler refuses: no allocation, the estimate stands
-        result = None
-    _write(path, result)
-    _MEMO[digest] = result
-    return result
+def prefetch(launch_lists, devices, jobs: int = 1) -> int:
+    """Compile, in `jobs` worker processes, every launch of `launch_lists` (lists of LaunchCounts)
+    for each of `devices` whose target can be compiled here and whose allocation is not cached, so
+    that predictions read them; returns how many were compiled. The result does not depend on
+    `jobs`: each allocation is the compile of its launch."""
+    targets = {t for t in (compile_target(d) for d in devices) if t is not None}
+    todo = {}
+    for launches in launch_lists:
+        for c in launches if isinstance(launches, list) else ():
+            ttir = getattr(c, "ttir", "")
+            for t in targets:
+                key = (ttir, c.num_warps, c.num_stages, t)
+                if ttir and key not in _FAST and key not in todo:
+                    manager, name = _cache_entry(*key)
+                    found = _read(manager, name)
+                    if found is None:
+                        todo[key] = True
+                    else:
+                        _FAST[key] = found or None
+    keys = list(todo)
+    if jobs > 1 and len(keys) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(max_workers=min(jobs, len(keys)),
+                                 mp_context=multiprocessing.get_context("spawn")) as pool:
+            for key, result in zip(keys, pool.map(_compile_key, keys, chunksize=4)):
+                _FAST[key] = result
+    else:
+        for key in keys:
+            _allocation(*key)
+    return len(keys)
+
+
+def _compile_key(key: tuple) -> Allocation | None:
+    return _allocation(*key)
 
 
 def programs_per_unit(a: Allocation, device) -> int:
@@ -162,17 +190,23 @@ def _compiler(target):
     raise RuntimeError(f"no Triton compiler for {target}")
 
 
-def _cache_path(cache_dir: Path | None, digest: str) -> Path:
-    if cache_dir is None:
-        from .cache import default_dir
-        cache_dir = default_dir()
-    return Path(cache_dir) / "compiled" / digest[:2] / f"{digest}.json"
+def _cache_entry(ttir: str, num_warps: int, num_stages: int, target: tuple):
+    """Where an allocation is kept: Triton's own cache (TRITON_CACHE_DIR), beside its compiles, under
+    a key of the TTIR, the launch options, the target and Triton's version."""
+    import triton
+    from triton.runtime.cache import get_cache_manager
+    digest = hashlib.sha256(f"{FORMAT}\0{triton.__version__}\0{target}\0{num_warps}\0{num_stages}\0".encode()
+                            + ttir.encode()).hexdigest()
+    return get_cache_manager(digest), "day0_allocation.json"
 
 
-def _read(path: Path):
+def _read(manager, name: str):
     """The cached allocation, {} for a compile that failed, None when nothing is cached."""
+    path = manager.get_file(name)
+    if path is None:
+        return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
     if data.get("format") != FORMAT:
@@ -180,10 +214,8 @@ def _read(path: Path):
     return Allocation(**data["allocation"]) if data.get("allocation") else {}
 
 
-def _write(path: Path, result: Allocation | None) -> None:
-    from ..fileio import atomic_write_text
+def _write(manager, name: str, result) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({"format": FORMAT, "allocation": asdict(result) if result else None}))
+        manager.put(json.dumps({"format": FORMAT, "allocation": asdict(result) if result else None}), name, binary=False)
     except OSError:  # a read-only cache: compile again next time
         pass

@@ -259,6 +259,10 @@ def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full
     groups = [[(staging_for(d), d.max_program_bytes) for d in profiles[p]] for p in order]
     items = [(spec, case, dtype) for spec in specs for case in _cases(spec, full) for dtype in spec.dtypes]
     captured = _capture_items(items, order, groups, cache, jobs, progress)
+    # what the devices' compilers allocate for each launch (where a target compiles here), compiled
+    # in the workers before the predictions read it
+    from .compiled import prefetch
+    prefetch([launches for per_profile in captured for launches in per_profile], devices, jobs)
     for (spec, case, dtype), per_profile in zip(items, captured):
         for profile, launches in zip(order, per_profile):
             if isinstance(launches, str):  # a wrapper that cannot run without real data

@@ -3,8 +3,9 @@ patterns, and a latency floor, scaled by a few efficiencies learned on a real GP
 
 Every rate comes from the device model's datasheet figures; `Efficiencies` (efficiencies.json,
 learned from GPU runs by benchmarks/sim_validate.py) says which fraction of each a Triton kernel
-reaches. Terms, for a launch of P programs on U units holding R programs each (R from the shared
-memory and registers one program needs):
+reaches. Terms, for a launch of P programs on U units holding R programs each (R from the registers
+and shared memory the target's compiler allocated for the launch, where the target compiles here:
+sdk.simulator.compiled; else from the shared memory the launch stages and its live tiles):
 
 - matrix: each tt.dot padded up to the matrix unit's instruction shape (`matrix.tile_mnk`), at the
   unit's rate for its operand and accumulator dtypes; a unit works through its ceil(P / U)
@@ -17,12 +18,14 @@ memory and registers one program needs):
   from L2, split by access pattern (contiguous, strided, indirect) with an efficiency per pattern;
   at least the time its stride-2 accesses (interleaved pairs) take one element at a time, at rates
   measured on the calibration GPU (strided_element_time).
-- a program's serial path: the longer of its rounds of dependent loads (a loop's loads issue
-  together each iteration; a pipelined loop keeps num_stages - 1 iterations in flight) times the
-  DRAM latency, and its compute chain: vector work at the issue rate of its own warps (a one-warp
-  program uses 32 lanes of a unit), the latency of each dot that waits on a value the program just
-  computed (a chain of small dots) and of each reduction or scan across its lanes; plus a fixed
-  cost per program; the programs a unit holds at once overlap, so per wave.
+- a program's serial path: its compute chain -- vector work at the issue rate of its own warps (a
+  one-warp program uses 32 lanes of a unit), the latency of each dot that waits on a value the
+  program just computed (its own latency where that value goes through shared memory, as a dot's
+  second operand does) and of each reduction or scan across its lanes -- or the rounds of loads
+  that a pipelined dot loop keeps in flight (num_stages - 1 iterations at a time), whichever is
+  longer, plus the DRAM latency of every other round of dependent loads (a loop's loads issue
+  together each iteration; the compute that needs them waits), plus a fixed cost per program; the
+  programs a unit holds at once overlap, so per wave.
 - the launch floor: fixed cost per launch (launch, first wave ramp, last wave drain), learned on
   the calibration GPU and scaled by an empty launch measured on the device's host against one
   measured on that GPU's (DeviceModel.host_launch_s; the launch overhead where none was measured).
@@ -36,7 +39,8 @@ wrapper runs (each a fixed cost and its bytes at the contiguous DRAM efficiency)
 where that takes longer: the device idles while the host binds each launch's arguments and answers the launch
 wrapper's questions to the driver (device properties, the target's compiler options), each at a
 learned cost (`host_*`) on the calibration GPU's host; the same host code takes longer or shorter on
-another host as an empty launch does there (sdk.simulator.model.host_scale)."""
+another host as an empty launch does there (sdk.simulator.model.host_scale), unless the device model
+keeps host figures measured on its own host (sdk.simulator.model.host_time)."""
 from __future__ import annotations
 
 import math

@@ -1,8 +1,12 @@
 """Run `day0 model` on every config.json of a directory and tabulate what happened.
 
-    python scripts/model_sweep.py CONFIG_DIR --out results/cpu_interp/model_sweep [--force]
+    python scripts/model_sweep.py CONFIG_DIR --out results/cpu_interp/model_sweep [--force | --resume]
         [--backend cpu_interp] [--dtype fp32] [--mode prefill,decode] [--timeout 600] [--jobs 1]
         [--only NAME,..]
+
+A long sweep runs in parts: `--resume` keeps the finished outcomes OUT.json holds (for configs whose
+file is unchanged) and runs the rest, or with `--only` the named configs (again, if they finished
+before: a rerun after a fix). Every part's exact command and wall time are kept in OUT.json and OUT.md.
 
 CONFIG_DIR holds configs as a user downloads them: `NAME/config.json` (a model repository's
 folder) or `NAME.json`. Each config runs as one `day0 model CONFIG` command of its own (its own
@@ -20,8 +24,9 @@ pass, and sorts every outcome into a class:
 
 Writes OUT.md (a table) and OUT.json (the same facts, with versions and the configs' model types),
 atomically, again after every config finishes: a sweep stopped part way (a time limit, Ctrl-C)
-leaves the configs it finished, the rest marked `not run`. Refuses to overwrite them without --force. Exit status: 0 when no outcome is of class
-`day0`, 1 when one is, 2 on a bad argument (one line).
+leaves the configs it finished, the rest marked `not run`. Refuses to overwrite them without --force
+or --resume. Exit status: 0 when no outcome is of class `day0`, 1 when one is, 2 on a bad argument
+(one line).
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -176,10 +182,11 @@ def summary(outcomes: list[Outcome]) -> dict[str, int]:
     return {c: sum(o.cls == c for o in outcomes) for c in CLASSES}
 
 
-def to_json(outcomes: list[Outcome], args: argparse.Namespace, total_s: float) -> str:
+def to_json(outcomes: list[Outcome], args: argparse.Namespace, runs: list[dict]) -> str:
     return json_text({
         "config_dir": str(args.config_dir), "backend": args.backend, "dtype": args.dtype, "mode": args.mode,
-        "timeout_s": args.timeout, "jobs": args.jobs, "versions": versions(), "total_s": round(total_s, 1),
+        "timeout_s": args.timeout, "jobs": args.jobs, "versions": versions(),
+        "total_s": round(sum(r.get("wall_s", 0) for r in runs), 1), "runs": runs,
         "counts": summary(outcomes), "models": [asdict(o) for o in outcomes]}, indent=1) + "\n"
 
 
@@ -187,14 +194,18 @@ def _cell(text: str) -> str:
     return re.sub(r"\s+", " ", text).replace("|", "\\|")
 
 
-def to_markdown(outcomes: list[Outcome], args: argparse.Namespace, total_s: float) -> str:
+def to_markdown(outcomes: list[Outcome], args: argparse.Namespace, runs: list[dict]) -> str:
     v = versions()
     counts = summary(outcomes)
+    total_s = sum(r.get("wall_s", 0) for r in runs)
     lines = [f"# `day0 model` sweep: {len(outcomes)} configs on {args.backend}", "",
              f"transformers {v['transformers']}, torch {v['torch']}, triton {v['triton']}; dtype {args.dtype}, "
              f"modes {args.mode}; one `day0 model CONFIG` per config (timeout {args.timeout:g} s, {args.jobs} at "
              f"a time); {total_s / 60:.1f} min in all.", "",
              "counts: " + ", ".join(f"{c} {n}" for c, n in counts.items()), "",
+             f"{'commands (run in parts, each keeping what the earlier ones finished)' if len(runs) > 1 else 'command'}:",
+             "", *[f"    {r.get('command')}    # {r.get('ran', '?')} config(s), {r.get('wall_s', 0) / 60:.1f} min"
+                   for r in runs], "",
              "| config | model_type | class | exit | wall s | records | reason |",
              "|---|---|---|---|---|---|---|"]
     for o in outcomes:
@@ -222,8 +233,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per model (default 600)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="configs run at once (default 1)")
     p.add_argument("--only", metavar="NAME,..", help="run only these configs (by folder or file name)")
-    p.add_argument("--force", action="store_true", help="overwrite existing PREFIX.md / PREFIX.json")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument("--force", action="store_true", help="overwrite existing PREFIX.md / PREFIX.json")
+    again.add_argument("--resume", action="store_true",
+                       help="keep the finished outcomes PREFIX.json holds and run the rest (or the --only configs)")
     return p.parse_args(argv)
+
+
+def earlier_outcomes(path: Path, args: argparse.Namespace) -> tuple[dict[str, Outcome], list[dict]]:
+    """The finished outcomes (by name) and the runs of an earlier sweep's PREFIX.json, for --resume."""
+    try:
+        data = json.loads(read_bytes(path, "sweep results", 256 << 20).decode("utf-8"))
+        same = {k: data[k] for k in ("backend", "dtype", "mode")}
+        models = [Outcome(**m) for m in data["models"]]
+        runs = [r for r in data.get("runs", []) if isinstance(r, dict)]
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"cannot resume {path}: not a sweep's results ({' '.join(str(exc).split())[:120]})") from None
+    wanted = {"backend": args.backend, "dtype": args.dtype, "mode": args.mode}
+    if same != wanted:
+        raise ConfigError(f"cannot resume {path}: it holds a sweep with {same}, not {wanted}")
+    return {o.name: o for o in models if o.cls != "not run"}, runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,23 +270,37 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"{args.config_dir} holds no NAME/config.json or NAME.json files")
         md_path, json_path = Path(args.out + ".md"), Path(args.out + ".json")
         for path in (md_path, json_path):
-            if path.exists() and not args.force:
-                raise ConfigError(f"{path} already exists; pass --force to overwrite it")
+            if path.exists() and not (args.force or args.resume):
+                raise ConfigError(f"{path} already exists; pass --force to overwrite it or --resume to continue it")
             if not path.parent.is_dir():
                 raise ConfigError(f"cannot write {path}: {path.parent} is not a directory")
+        done: dict[str, Outcome] = {}
+        runs: list[dict] = []
+        if args.resume and json_path.exists():
+            done, runs = earlier_outcomes(json_path, args)
+            configs = find_configs(args.config_dir, None)  # the table holds every config of the folder
         outcomes = [_describe(name, path) for name, path in configs]
+        for i, o in enumerate(outcomes):
+            before = done.get(o.name)
+            if before is not None and before.sha256 == o.sha256 and (only is None or o.name not in only):
+                outcomes[i] = before
+        todo = [o for o in outcomes if (o.name in only if only is not None else o.cls == "not run")]
     except ConfigError as exc:
         print(f"model_sweep: error: {exc}", file=sys.stderr)
         return 2
 
     t0 = time.monotonic()
     lock = threading.Lock()
+    command = "python scripts/model_sweep.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    this_run = {"command": command, "ran": len(todo), "wall_s": 0.0}
+    runs.append(this_run)
 
     def write() -> float:
         total = time.monotonic() - t0
+        this_run["wall_s"] = round(total, 1)
         with lock:  # every finished config so far; the others say "not run"
-            atomic_write_text(json_path, to_json(outcomes, args, total))
-            atomic_write_text(md_path, to_markdown(outcomes, args, total))
+            atomic_write_text(json_path, to_json(outcomes, args, runs))
+            atomic_write_text(md_path, to_markdown(outcomes, args, runs))
         return total
 
     with tempfile.TemporaryDirectory(prefix="day0-sweep-") as tmp:
@@ -270,11 +313,11 @@ def main(argv: list[str] | None = None) -> int:
             return done
         write()
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            list(pool.map(one, outcomes))
+            list(pool.map(one, todo))
     total = write()
     counts = summary(outcomes)
-    print(f"{len(outcomes)} configs in {total / 60:.1f} min: " + ", ".join(f"{c} {n}" for c, n in counts.items())
-          + f"; wrote {md_path} and {json_path}")
+    print(f"{len(todo)} configs run in {total / 60:.1f} min; of {len(outcomes)}: "
+          + ", ".join(f"{c} {n}" for c, n in counts.items()) + f"; wrote {md_path} and {json_path}")
     return 1 if counts["day0"] else 0
 
 

@@ -95,3 +95,71 @@ def test_a_sweep_stopped_part_way_keeps_what_it_finished(tmp_path, monkeypatch):
     assert [(m["name"], m["cls"]) for m in data["models"]] == [("a_first", "refused"), ("b_second", "not run")]
     assert data["counts"]["refused"] == 1 and data["counts"]["not run"] == 1
     assert "| b_second | llama | not run |" in (tmp_path / "s.md").read_text()
+
+
+def _fake_runs(monkeypatch, ran: list[str], stop_at: str | None = None):
+    def fake_run(outcome, args, scratch):
+        if outcome.name == stop_at:
+            raise KeyboardInterrupt
+        ran.append(outcome.name)
+        outcome.exit_code, outcome.wall_s, outcome.cls, outcome.reason = 0, 1.0, "pass", ""
+        return outcome
+    monkeypatch.setattr(model_sweep, "run_one", fake_run)
+
+
+def test_a_sweep_resumes_where_it_stopped_and_reruns_named_configs(tmp_path, monkeypatch):
+    """--resume runs only what the results do not hold finished; with --only it reruns the named
+    configs and keeps the others; every part's command is kept."""
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    for name in ("a_first", "b_second", "c_third"):
+        (configs / f"{name}.json").write_text(json.dumps({"model_type": "llama"}))
+    out = str(tmp_path / "s")
+    ran: list[str] = []
+    _fake_runs(monkeypatch, ran, stop_at="b_second")
+    with pytest.raises(KeyboardInterrupt):  # the one config interrupted, the others finished
+        model_sweep.main([str(configs), "--out", out])
+    assert ran == ["a_first", "c_third"]
+    ran.clear()
+    _fake_runs(monkeypatch, ran)
+    assert model_sweep.main([str(configs), "--out", out, "--resume"]) == 0
+    assert ran == ["b_second"]
+    ran.clear()
+    assert model_sweep.main([str(configs), "--out", out, "--resume", "--only", "a_first"]) == 0
+    assert ran == ["a_first"]
+    data = json.loads((tmp_path / "s.json").read_text())
+    assert [m["cls"] for m in data["models"]] == ["pass"] * 3 and data["counts"]["pass"] == 3
+    assert [r["ran"] for r in data["runs"]] == [3, 1, 1]
+    assert data["runs"][2]["command"].endswith("--resume --only a_first")
+    assert "--resume --only a_first" in (tmp_path / "s.md").read_text()
+    # a changed config is run again; results of another dtype are not resumed
+    ran.clear()
+    (configs / "c_third.json").write_text(json.dumps({"model_type": "mistral"}))
+    assert model_sweep.main([str(configs), "--out", out, "--resume"]) == 0 and ran == ["c_third"]
+    proc = _sweep(str(configs), "--out", out, "--resume", "--dtype", "bf16")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "cannot resume" in proc.stderr
+
+
+def test_default_configs_cover_every_generative_architecture(tmp_path):
+    """scripts/default_configs.py writes transformers' defaults for every model type with a causal
+    LM or a generative multimodal class, leaving out the types a folder already covers."""
+    covered = tmp_path / "covered"
+    (covered / "m").mkdir(parents=True)
+    (covered / "m" / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    out = tmp_path / "defaults"
+    cmd = [sys.executable, str(ROOT / "scripts" / "default_configs.py"), str(out), "--skip-types-of", str(covered)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto import modeling_auto
+    written = {p.parent.name for p in out.glob("*/config.json")}
+    expect = set(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) | set(
+        modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES) | set(modeling_auto.MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES)
+    assert written == {f"{mt}-defaults" for mt in expect - {"llama"}}
+    qwen3 = json.loads((out / "qwen3-defaults" / "config.json").read_text())
+    assert qwen3["architectures"] == ["Qwen3ForCausalLM"] and qwen3["model_type"] == "qwen3"
+    assert qwen3["hidden_size"] == CONFIG_MAPPING["qwen3"]().hidden_size  # the class's default, full size
+    llava = json.loads((out / "llava-defaults" / "config.json").read_text())
+    assert llava["architectures"] == ["LlavaForConditionalGeneration"] and llava["text_config"]["model_type"] == "llama"
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--force" in proc.stderr

@@ -340,3 +340,136 @@ def test_a_window_that_spans_the_whole_context_is_kept():
     assert off["sliding_window"] == 131072 and any("never binds" in n for n in notes)
     on, _ = scale({**base, "sliding_window": 4096, "max_position_embeddings": 32768})
     assert on["sliding_window"] == 8
+
+
+# ----------------------------------------- transformers' own defaults of every generative architecture
+def _defaults(model_type: str) -> dict:
+    """A config.json as transformers' config class writes its defaults (often the full-size model)."""
+    cfg = json.loads(CONFIG_MAPPING[model_type]().to_json_string(use_diff=False))
+    return {**cfg, "model_type": model_type}
+
+
+def _meta_model(job):
+    """The class the plan chose, built from the scaled config on the meta device (no memory)."""
+    import torch
+    from sdk.modeltier.classes import load
+    cfg = dict(job.config)
+    with torch.device("meta"):
+        config = CONFIG_MAPPING[cfg.pop("model_type")](**cfg)
+        return load(job.model_class)._from_config(config)
+
+
+def test_floats_json_cannot_hold_are_read_as_transformers_writes_them(tmp_path):
+    """transformers writes inf as {"__float__": "Infinity"} in config.json (Mamba-2's time_step_limit):
+    the config is read back with the float, not refused as a malformed field."""
+    cfg = _defaults("mamba2")
+    assert cfg["time_step_limit"][1] == {"__float__": "Infinity"}  # what save_pretrained writes
+    job = _plan_config(tmp_path, "mamba2", cfg)
+    assert job.config["time_step_limit"] == [0.0, float("inf")]
+    _meta_model(job)
+
+
+@pytest.mark.parametrize("model_type, cls", [
+    ("mllama", "MllamaForCausalLM"),            # the text config's own causal LM, no auto mapping for it
+    ("kosmos-2", "Kosmos2TextForCausalLM"),     # the same, in another modeling module of the package
+    ("mistral4", "Mistral4ForCausalLM"),        # mapped as image-text-to-text, built from its own config
+    ("chameleon", "ChameleonForConditionalGeneration"),  # early fusion: one transformer over all tokens
+    ("qwen2_vl", "Qwen2VLTextModel"),           # a multimodal model's text model: hidden states compared
+])
+def test_the_class_built_is_the_one_that_generates_from_this_config_class(model_type, cls):
+    from sdk.modeltier.classes import model_class
+    from sdk.modeltier.runner import _text_config
+    _, text, found, output = _text_config({"model_type": model_type})
+    assert found.__name__ == cls and found.config_class is type(text)
+    assert output == ("hidden states" if cls.endswith("TextModel") else "logits")
+
+
+def test_the_plan_names_the_class_and_the_worker_builds_it(tmp_path):
+    """Mllama's text decoder runs from its config alone: the plan names MllamaForCausalLM, the worker
+    builds exactly that class, and a prefill and a decode step give logits over the vocabulary."""
+    from sdk.modeltier.worker import build, forward, inputs
+    job = _plan_config(tmp_path, "mllama", _defaults("mllama"))
+    assert job.model_class.endswith(":MllamaForCausalLM") and job.output == "logits"
+    spec = {**job.spec(), "tokens": 6}
+    model, config = build(spec)
+    assert type(model).__name__ == "MllamaForCausalLM"
+    ids, nxt = inputs(spec, config.vocab_size)
+    out = forward(model, ids, nxt, ["prefill", "decode"])
+    assert out["prefill"].shape == (1, 6, config.vocab_size) and out["decode"].isfinite().all()
+
+
+def test_a_composite_config_carrying_is_decoder_false_is_not_an_encoder(tmp_path):
+    """Evolla's config carries is_decoder false (for its protein encoder): its decoder is causal and
+    keeps a cache, so it is planned, while a BERT config that says is_decoder false is refused."""
+    job = _plan_config(tmp_path, "evolla", _defaults("evolla"))
+    assert job.model_class.endswith(":EvollaForProteinText2Text")
+    from sdk.errors import ConfigError
+    with pytest.raises(ConfigError, match="is an encoder"):
+        _plan_config(tmp_path, "roberta", _defaults("roberta"))
+
+
+@pytest.mark.parametrize("model_type", ["pi0", "vit"])
+def test_an_architecture_without_a_text_decoder_is_refused(tmp_path, model_type):
+    from sdk.errors import ConfigError
+    with pytest.raises(ConfigError, match="no causal language model or text decoder"):
+        _plan_config(tmp_path, model_type, _defaults(model_type))
+
+
+def test_per_layer_overrides_keyed_by_layer_index_are_scaled_and_kept_for_the_layers_kept(tmp_path):
+    """Dots3's per_layer_config gives layers 2.. their own head counts (64 of 64): the entries of the
+    layers kept stay, with the heads scaled as the config's are; Gemma-4's full-attention layer
+    (index 5 of 30) keeps its head_dim 512."""
+    job = _plan_config(tmp_path, "dots3", _defaults("dots3_note_text"))
+    c = job.config
+    assert set(c["per_layer_config"]) == {f"{i:02d}" for i in range(2, c["num_hidden_layers"])}
+    layer = c["per_layer_config"]["02"]
+    assert layer["num_attention_heads"] == layer["num_key_value_heads"] <= 4 and layer["kv_lora_rank"] == 1024
+    assert sum(p.numel() for p in _meta_model(job).parameters()) < 20e6
+    g = _plan_config(tmp_path, "gemma4", _defaults("gemma4_text")).config
+    assert g["per_layer_config"] == {"05": {"head_dim": 512}} and g["num_hidden_layers"] == 6
+    assert g["layer_types"][5] == "full_attention"
+    assert g["vocab_size_per_layer_input"] == g["vocab_size"] == 512  # the same vocabulary, per layer
+
+
+def test_layers_that_reuse_other_layers_keys_and_values_keep_both_kinds(tmp_path):
+    """Gemma-3n: the last 15 of 35 layers reuse earlier layers' KV cache. Scaled: one period of the
+    layer pattern computes keys and values, a second period reuses them, both with every layer type."""
+    job = _plan_config(tmp_path, "gemma3n", _defaults("gemma3n_text"))
+    c = job.config
+    shared, layers = c["num_kv_shared_layers"], c["num_hidden_layers"]
+    assert layers == 2 * shared and set(c["layer_types"][:shared]) == set(c["layer_types"][shared:])
+    assert c["intermediate_size"] == [2 * c["hidden_size"]] * layers  # a per-layer MLP width list
+    assert c["vocab_size_per_layer_input"] <= c["vocab_size"] == 512
+    assert sum(p.numel() for p in _meta_model(job).parameters()) < 20e6
+
+
+def test_sub_configs_the_model_is_built_with_are_scaled(tmp_path):
+    """BLT's byte model is four sub-configs (patcher, encoder, global, decoder) and hashed byte n-gram
+    tables: all shrink, and the encoder's and decoder's view of the global width follows it (4.6 B
+    parameters as published)."""
+    job = _plan_config(tmp_path, "blt", _defaults("blt"))
+    c = job.config
+    new_global = c["global_config"]["hidden_size"]
+    assert new_global < 2048 and c["encoder_config"]["hidden_size_global"] == new_global
+    assert c["decoder_config"]["hidden_size_global"] == new_global and c["encoder_hash_byte_group_vocab"] <= 512
+    assert all(c[k]["num_hidden_layers"] <= 2 for k in ("patcher_config", "decoder_config", "global_config"))
+    assert sum(p.numel() for p in _meta_model(job).parameters()) < 20e6
+
+
+def test_widths_and_depths_under_their_own_names_are_scaled(tmp_path):
+    """LongCat-Flash stores its depth only as num_layers; Step-3.7 names one field with two aliases
+    (a KeyError before); MuSE-Spark's expert width is moe_hidden_size, OPT's MLP width ffn_dim,
+    DeepSeek-V4's output projection rank o_lora_rank; a sparse-attention top-k shrinks like a window;
+    GLM-MoE-DSA's MoE layers (mlp_layer_types) are kept beside its attention layer types."""
+    lc = _plan_config(tmp_path, "longcat", _defaults("longcat_flash")).config
+    assert lc["num_layers"] == 2
+    st = _plan_config(tmp_path, "step3p7", _defaults("step3p7"))
+    assert st.config["n_routed_experts"] < 16
+    ms = _plan_config(tmp_path, "muse", _defaults("muse_spark")).config
+    assert ms["moe_hidden_size"] == ms["hidden_size"] // 2
+    opt = _plan_config(tmp_path, "opt", _defaults("opt")).config
+    assert opt["ffn_dim"] == 2 * opt["hidden_size"]
+    ds = _plan_config(tmp_path, "dsv4", _defaults("deepseek_v4")).config
+    assert ds["o_lora_rank"] == ds["q_lora_rank"] == 64 and ds["index_topk"] == 8
+    glm = _plan_config(tmp_path, "glm_dsa", _defaults("glm_moe_dsa")).config
+    assert set(glm["mlp_layer_types"]) == {"dense", "sparse"} and len(glm["mlp_layer_types"]) == glm["num_hidden_layers"]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import ConfigError, UnknownName
+from .classes import class_path
 from .scale import scale
 from .worker import TOLERANCE
 
@@ -38,10 +39,13 @@ class Job:
     modes: tuple[str, ...]
     backend: str
     extra: dict[str, Any] = field(default_factory=dict)
+    model_class: str = ""       # "module:Class" the workers build (sdk.modeltier.classes)
+    output: str = "logits"      # what is compared: "logits", or a text model's "hidden states"
 
     def spec(self) -> dict[str, Any]:
         return {"config": self.config, "seed": SEED, "dtype": self.dtype, "batch": BATCH,
-                "tokens": TOKENS, "modes": list(self.modes), "backend": self.backend}
+                "tokens": TOKENS, "modes": list(self.modes), "backend": self.backend,
+                "model_class": self.model_class}
 
 
 def _read_config(name_or_path: str) -> tuple[str, str, dict]:
@@ -62,14 +66,15 @@ def _safe_name(name: str) -> str:
 def text_config(raw: dict) -> tuple[str, dict]:
     """(text model_type, full config dict with defaults) through transformers' config classes.
     A multimodal config yields its text model."""
-    mt, text = _text_config(raw)
+    mt, text, _, _ = _text_config(raw)
     return mt, text.to_dict()
 
 
 def _text_config(raw: dict):
-    """(text model_type, the text model's transformers config object); ConfigError for a config
-    the model tier cannot run as a causal language model (an encoder, an encoder-decoder, a
-    model without a text decoder), said in one line."""
+    """(text model_type, the text model's transformers config object, the class the tier builds
+    from it, what it compares); ConfigError for a config the model tier cannot run as a causal
+    language model (an encoder, an encoder-decoder, a model without a text decoder), said in one
+    line. Floats a JSON file cannot hold are read as transformers writes them ({"__float__": "Infinity"})."""
     from transformers import CONFIG_MAPPING
     if not isinstance(raw, dict):
         raise ConfigError("a model config must be a JSON object")
@@ -80,27 +85,48 @@ def _text_config(raw: dict):
         raise ConfigError(f"model_type '{mt}' is not known to the installed transformers; "
                           "the model tier builds models through transformers")
     try:
-        full = CONFIG_MAPPING[mt](**{k: v for k, v in raw.items() if k != "model_type"})
+        full = CONFIG_MAPPING[mt](**{k: _special_floats(v) for k, v in raw.items() if k != "model_type"})
         text = full.get_text_config()
     except Exception as exc:  # transformers' own validation of the config's values
         why = " ".join(f"{type(exc).__name__}: {exc}".split())
         raise ConfigError(f"transformers rejects this {mt} config: {why[:400]}") from None
-    _check_decoder(mt, full, text)
-    return text.model_type, text
+    cls, output = _check_decoder(mt, full, text)
+    return text.model_type, text, cls, output
 
 
-def _check_decoder(mt: str, full, text) -> None:
-    """The model tier runs causal language models (a prefill, then a decode step with the cache)."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+#: transformers' config files write the floats JSON lacks as {"__float__": "Infinity" | "-Infinity" | "NaN"}
+_SPECIAL_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def _special_floats(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1 and value.get("__float__") in _SPECIAL_FLOATS:
+            return _SPECIAL_FLOATS[value["__float__"]]
+        return {k: _special_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_special_floats(v) for v in value]
+    return value
+
+
+def _check_decoder(mt: str, full, text) -> tuple[type, str]:
+    """The class the model tier builds for `text` and what it compares ("logits" or "hidden
+    states"); ConfigError for a config that is no decoder: the model tier runs causal language
+    models (a prefill, then a decode step with the cache)."""
+    from .classes import model_class
     what = "the model tier runs decoder-only language models (a prefill, then decode steps with a cache)"
     if getattr(full, "is_encoder_decoder", False) or getattr(text, "is_encoder_decoder", False):
         raise ConfigError(f"model_type '{mt}' is an encoder-decoder model; {what}")
-    tmt = text.model_type
-    if tmt not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and (tmt == mt or tmt not in MODEL_MAPPING_NAMES):
-        raise ConfigError(f"model_type '{mt}' has no causal language model in the installed transformers; {what}")
-    if "add_cross_attention" in text.to_dict() and not getattr(text, "is_decoder", True):
+    cls, output = model_class(text, multimodal_part=type(text) is not type(full))
+    if cls is None:
+        raise ConfigError(f"model_type '{mt}' has no causal language model or text decoder in the installed "
+                          f"transformers; {what}")
+    # a BERT-family config says with is_decoder whether its attention is causal and keeps a cache; a
+    # composite config (a protein encoder beside a causal decoder, as in Evolla) only carries the flag
+    if "add_cross_attention" in text.to_dict() and not getattr(text, "is_decoder", True) \
+            and not getattr(type(text), "sub_configs", None):
         raise ConfigError(f"this {mt} config is an encoder (is_decoder is false: it attends both ways and "
                           f"keeps no cache); {what}")
+    return cls, output
 
 
 def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -> list[Job]:
@@ -116,12 +142,14 @@ def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -
     jobs = []
     for item in models:
         name, source, raw = _read_config(item)
-        mt, text = _text_config(raw)
-        scaled, notes = scale(text.to_dict(), getattr(type(text), "attribute_map", None))
+        mt, text, cls, output = _text_config(raw)
+        nested = {key: getattr(sub, "attribute_map", None) or {}
+                  for key, sub in (getattr(type(text), "sub_configs", None) or {}).items()}
+        scaled, notes = scale(text.to_dict(), getattr(type(text), "attribute_map", None), nested)
         scaled["model_type"] = mt
         for dtype in dtypes:
             jobs.append(Job(name, source, mt, scaled, notes, dtype, tuple(m for m in MODES if m in modes),
-                            backend))
+                            backend, model_class=class_path(cls), output=output))
     return jobs
 
 

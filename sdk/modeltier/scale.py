@@ -6,14 +6,22 @@ value heads), the GQA ratio, top-k and routing type (softmax / sigmoid, groups, 
 linear-attention key:value head ratio, conv width, SSM state size and chunk size, activation, norm
 type and eps, RoPE variant, scaling and partial rotary factor, logit softcaps, sinks.
 Shrunk: width (hidden 128, a multiple of the head count, or heads x head_dim where the head dim
-derives from the width; other widths that are 1-4 x the hidden size follow it), MLP and expert widths,
-head counts (down to the GQA ratio), expert count (at least 2 x top-k, whole groups), depth (one
-period of the layer pattern: every layer type at least once; lists of layer indices follow), vocabulary
-(512), sliding windows and attention chunks (8 tokens, so a short prompt crosses them; one that
-spans the whole context never binds and is kept).
-Field names are read through the config class's own aliases (`n_embd` is the hidden size).
-Dropped: quantization (weights are random and built in the run's dtype); multimodal towers (the
-text model runs).
+derives from the width; other widths that are 1-4 x the hidden size follow it), MLP and expert widths
+under any of their names (ffn_dim, dim_ff, moe_hidden_size ..., per-layer lists too), low-rank query
+and output projections (64), head counts (down to the GQA ratio), expert count (at least 2 x top-k,
+whole groups), depth (one period of every per-layer pattern: layer types, MLP types, each at least
+once; where the last layers reuse earlier layers' keys and values, that period twice, the second
+reusing; lists of layer indices follow), vocabulary (512; other sizes of the same vocabulary follow
+it in proportion; hashed n-gram tables 512), sliding windows, attention chunks and sparse-attention
+top-k (8 tokens, so a short prompt crosses them; a window that spans the whole context never binds
+and is kept). Per-layer overrides (keyed by layer index) are scaled as the config is, for the layers
+kept. Sub-configs the model is built with (a byte-level model's encoder, global and decoder, a
+vision or audio tower inside the language model) are scaled by the same rule; a width in one that
+equals another's hidden size follows that one.
+Field names are read through the config class's own aliases (`n_embd` is the hidden size; a depth
+stored only as `num_layers` is the depth).
+Dropped: quantization (weights are random and built in the run's dtype); a multimodal model's
+towers outside its text model (the text model runs).
 """
 from __future__ import annotations
 
@@ -28,9 +36,15 @@ MAX_LAYERS = 8
 
 _EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts")
 _TOPK_KEYS = ("num_experts_per_tok", "moe_topk", "experts_per_token")
-_MLP_KEYS = ("intermediate_size", "intermediate_size_mlp", "n_inner")
-_EXPERT_WIDTH_KEYS = ("moe_intermediate_size", "shared_expert_intermediate_size",
-                      "moe_shared_expert_intermediate_size", "shared_intermediate_size")
+_MLP_KEYS = ("intermediate_size", "intermediate_size_mlp", "n_inner", "d_inner", "dff", "dim_ff")
+#: an MLP's width under another name (ffn_dim, decoder_ffn_dim, dense_intermediate_size ...)
+_MLP_NAME = re.compile(r"^(\w+_)?(intermediate_size|ffn_dim|ffn_hidden_size|feed_forward_size)$")
+#: an expert's (or shared expert's) width: moe_intermediate_size, moe_hidden_size, expert_ffn_hidden_size ...
+_EXPERT_WIDTH_NAME = re.compile(r"(moe|expert)\w*_(intermediate_size|hidden_size|ffn_dim)$|^shared_intermediate_size$")
+#: a width named after a hidden size (hidden_size_global, embed_dim, vision_hidden_dim ...)
+_OTHER_WIDTH_NAME = re.compile(r"hidden_size|hidden_dim|embed_dim|_dim$")
+#: the depth stored under a name of its own, with no alias to num_hidden_layers
+_DEPTH_KEYS = ("num_layers", "n_layers", "n_layer")
 _LAYER_LIST_KEYS = ("layer_types", "layers_block_type", "block_types")
 #: a list of layer indices (attention layers of a hybrid, dense layers of an MoE ...)
 _INDEX_LIST_NAME = re.compile(r"(layer|idx|indices)")
@@ -45,18 +59,51 @@ def describe() -> str:
     return " ".join(line.strip() for line in __doc__.splitlines()[3:] if line.strip())
 
 
-def scale(cfg: dict[str, Any], aliases: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
+def scale(cfg: dict[str, Any], aliases: dict[str, str] | None = None,
+          nested: dict[str, dict[str, str]] | None = None) -> tuple[dict[str, Any], list[str]]:
     """(scaled config, one line per change). `cfg` is a text model's full config dict (defaults
     filled in by its transformers config class); `aliases` is that class's `attribute_map` (the
-    common name -> the field this config stores it in, e.g. "hidden_size" -> "n_embd")."""
+    common name -> the field this config stores it in, e.g. "hidden_size" -> "n_embd"); `nested`
+    names the sub-configs the model is built with (field -> that config class's aliases: a byte
+    model's encoder, global and decoder, a vision tower inside the language model), each scaled by
+    the same rule; a width of one that is another's hidden size follows that one."""
+    d, notes, widths = _scale(cfg, aliases)
+    parts = {"": (cfg, d)}
+    for key, sub_aliases in (nested or {}).items():
+        if isinstance(d.get(key), dict):
+            d[key], sub_notes, sub_widths = _scale(d[key], sub_aliases)
+            notes += [f"{key}.{line}" for line in sub_notes]
+            parts[key + "."] = (cfg[key], d[key])
+            for old, new in sub_widths.items():
+                widths[old] = new if widths.get(old, new) == new else None  # two new widths: ambiguous
+    if len(parts) > 1:
+        for prefix, (before, after) in parts.items():
+            for key, value in list(after.items()):
+                new = widths.get(value) if type(value) is int else None
+                if new and before.get(key) == value and _OTHER_WIDTH_NAME.search(key) and "head" not in key:
+                    notes.append(f"{prefix}{key}: {value} -> {new} (the hidden size it equals)")
+                    after[key] = new
+    return d, notes
+
+
+def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None) -> tuple[dict[str, Any], list[str], dict]:
+    """`scale` of one config: (scaled config, notes, {old hidden size: new hidden size})."""
     d = dict(cfg)
     notes: list[str] = []
     # read and write the common names; the config's own field names come back at the end
     # (not the head dim: stored under another name it is derived from the width, as in Zamba2)
-    stored = {common: field for common, field in (aliases or {}).items()
-              if field in d and common not in d and common != field and common != "head_dim"}
+    stored: dict[str, str] = {}
+    for common, field in (aliases or {}).items():  # two common names of one field: the first reads it
+        if field in d and common not in d and common != field and common != "head_dim" \
+                and field not in stored.values():
+            stored[common] = field
+    if "num_hidden_layers" not in d and "num_hidden_layers" not in stored:
+        depth = next((k for k in _DEPTH_KEYS if type(d.get(k)) is int), None)  # the depth under its own name
+        if depth is not None:
+            stored["num_hidden_layers"] = depth
     for common, field in stored.items():
         d[common] = d.pop(field)
+    per_layer = {k: v for k, v in d.items() if _layer_keyed(v, d.get("num_hidden_layers"))}
 
     def put(key: str, value: Any) -> None:
         if key in d and d[key] != value:
@@ -89,18 +136,21 @@ def scale(cfg: dict[str, Any], aliases: dict[str, str] | None = None) -> tuple[d
         put("hidden_size", new_hidden)
         for key, value in list(d.items()):  # e.g. a projection width, or Zamba2's attention width 2 x hidden
             if key != "hidden_size" and "head" not in key and _WIDTH_NAME.search(key) and type(value) is int \
+                    and not _mlp_width(key) \
                     and value % hidden == 0 and 1 <= value // hidden <= 4:
                 put(key, value // hidden * new_hidden)
-    for key in _MLP_KEYS:
+    for key in list(d):
+        kind = _mlp_width(key)
+        if not kind:
+            continue
+        width = new_hidden // 2 if kind == "expert" else 2 * new_hidden
+        if type(d[key]) is int and d[key] > 0:
+            put(key, width)
+        elif isinstance(d[key], list) and d[key] and all(type(v) is int and v > 0 for v in d[key]):
+            put(key, [width] * len(d[key]))  # one per layer (Hunyuan-A13B's experts, Gemma-3n's MLPs)
+    for key in ("q_lora_rank", "o_lora_rank"):  # low-rank query and output projections
         if isinstance(d.get(key), int):
-            put(key, 2 * new_hidden)
-    for key in _EXPERT_WIDTH_KEYS:
-        if isinstance(d.get(key), int) and d[key] > 0:
-            put(key, new_hidden // 2)
-        elif isinstance(d.get(key), list) and d[key] and all(type(v) is int and v > 0 for v in d[key]):
-            put(key, [new_hidden // 2] * len(d[key]))  # one per layer (Hunyuan-A13B)
-    if isinstance(d.get("q_lora_rank"), int):
-        put("q_lora_rank", 64)
+            put(key, 64)
 
     # ---------------------------------------------------------------------------------- experts
     _scale_experts(d, put)
@@ -116,14 +166,22 @@ def scale(cfg: dict[str, Any], aliases: dict[str, str] | None = None) -> tuple[d
 
     # ------------------------------------------------------------------------- windows, vocab
     context = d.get("max_position_embeddings")
-    for key in ("sliding_window", "attention_chunk_size"):
+    for key in ("sliding_window", "attention_chunk_size", "index_topk"):
         if isinstance(d.get(key), int) and d[key] > WINDOW:
             if isinstance(context, int) and d[key] >= context:
                 notes.append(f"{key}: {d[key]} kept (it spans the whole context, so it never binds)")
                 continue
             put(key, WINDOW)
-    if isinstance(d.get("vocab_size"), int) and d["vocab_size"] > VOCAB:
+    old_vocab = d.get("vocab_size")
+    if isinstance(old_vocab, int) and old_vocab > VOCAB:
         put("vocab_size", VOCAB)
+        for key, value in list(d.items()):  # the same vocabulary again: per-layer inputs, unpadded
+            if key != "vocab_size" and "vocab_size" in key and type(value) is int \
+                    and 0.99 * old_vocab <= value <= old_vocab:
+                put(key, max(1, VOCAB * value // old_vocab))
+    for key, value in list(d.items()):  # hashed n-gram embedding tables (a byte model's)
+        if "vocab" in key and ("hash" in key or "ngram" in key) and type(value) is int and value > VOCAB:
+            put(key, VOCAB)
         for key in _TOKEN_KEYS:
             value = d.get(key)
             if isinstance(value, int) and value >= VOCAB:
@@ -131,11 +189,21 @@ def scale(cfg: dict[str, Any], aliases: dict[str, str] | None = None) -> tuple[d
             elif isinstance(value, list):
                 put(key, [v if v < VOCAB else VOCAB - 1 for v in value if isinstance(v, int)])
 
+    # ------------------------------------------- per-layer overrides, scaled as the config would be
+    if per_layer:
+        base = {k: v for k, v in cfg.items() if k not in per_layer}
+        for key, entries in per_layer.items():
+            scaled = {}
+            for layer, override in entries.items():
+                alone, _, _ = _scale({**base, **override}, aliases)
+                scaled[layer] = {k: alone.get(k, v) for k, v in override.items()}
+            put(key, scaled)
+
     # ------------------------------------------------------------------------------------ depth
     _scale_depth(d, put, notes)
     for common, field in stored.items():
         d[field] = d.pop(common)
-    return d, notes
+    return d, notes, ({hidden: new_hidden} if isinstance(hidden, int) and hidden != new_hidden else {})
 
 
 def _scale_experts(d: dict, put) -> None:
@@ -201,10 +269,20 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
         layers = len(firsts)
     else:
         layers = 2
+    for value in d.values():  # other per-layer kinds (mlp_layer_types: dense, MoE ...) appear too
+        if isinstance(old, int) and isinstance(value, list) and len(value) == old and value \
+                and all(isinstance(v, str) for v in value):
+            layers = max(layers, next(i + 1 for i in range(old) if set(value[:i + 1]) == set(value)))
     if isinstance(d.get("first_k_dense_replace"), int) and d["first_k_dense_replace"] > 0:
         put("first_k_dense_replace", 1)  # one dense layer, then MoE
         layers = max(layers, 2)
     layers = max(2, min(layers, MAX_LAYERS) if lkey is None else layers)  # a residual stream across layers
+    shared = d.get("num_kv_shared_layers")
+    if type(shared) is int and 0 < shared and isinstance(old, int) and shared < old:
+        # the last layers reuse earlier layers' keys and values: the layers once over compute them,
+        # and once more over read them
+        put("num_kv_shared_layers", layers)
+        layers *= 2
     if isinstance(old, int):
         layers = min(layers, old)
     for key, value in list(d.items()):
@@ -213,6 +291,11 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
             put(key, layers)
         elif (key == "moe_layers" and isinstance(value, list)) or key in index_lists:
             put(key, [i for i in value if isinstance(i, int) and i < layers])
+        elif _layer_keyed(value, old):
+            kept = {k: v for k, v in value.items() if int(k) < layers}
+            if len(kept) < len(value):
+                d[key] = kept
+                notes.append(f"{key}: the entries of the first {layers} layers")
         elif isinstance(value, list) and isinstance(old, int) and len(value) == old and old > layers:
             d[key] = value[:layers]
             notes.append(f"{key}: first {layers} of {old} layers")
@@ -221,6 +304,23 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
         d[lkey] = d[lkey][:layers]
     if "num_hidden_layers" in d:
         put("num_hidden_layers", layers)
+
+
+def _mlp_width(key: str) -> str:
+    """"expert" for an expert's MLP width, "mlp" for a dense MLP's, "" for any other field."""
+    if _EXPERT_WIDTH_NAME.search(key):
+        return "expert"
+    return "mlp" if key in _MLP_KEYS or _MLP_NAME.search(key) else ""
+
+
+def _layer_keyed(value: Any, layers: Any) -> bool:
+    """Per-layer overrides: a dict of dicts keyed by layer index ("05" or 5)."""
+    if not (isinstance(value, dict) and value and isinstance(layers, int)):
+        return False
+    try:
+        return all(isinstance(v, dict) and 0 <= int(k) < layers for k, v in value.items())
+    except (TypeError, ValueError):
+        return False
 
 
 def _ints(value: Any) -> bool:

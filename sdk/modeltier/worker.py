@@ -33,16 +33,17 @@ def _dtype(name: str):
 def build(spec: dict):
     """The transformers model of `spec["config"]` (a scaled text config) with seeded weights."""
     import torch
-    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
-    from transformers import AutoModel
+    from transformers import CONFIG_MAPPING
+    from .classes import load, model_class
     cfg = dict(spec["config"])
     config = CONFIG_MAPPING[cfg.pop("model_type")](**cfg)
+    # the class the plan chose (a causal LM, or a multimodal model's text model whose hidden states
+    # are compared); a spec without one gets the same choice for a multimodal model's text part
+    cls = load(spec["model_class"]) if spec.get("model_class") else model_class(config, multimodal_part=True)[0]
+    if cls is None:
+        raise ValueError(f"transformers has no causal language model or text model for {type(config).__name__}")
     torch.manual_seed(spec["seed"])
-    kwargs = {"attn_implementation": "eager", "dtype": _dtype(spec["dtype"])}
-    try:
-        model = AutoModelForCausalLM.from_config(config, **kwargs)
-    except ValueError:  # a text config with no causal-LM class of its own (a multimodal model's
-        model = AutoModel.from_config(config, **kwargs)  # decoder): its hidden states are compared
+    model = cls._from_config(config, attn_implementation="eager", dtype=_dtype(spec["dtype"]))
     return model.eval(), config
 
 

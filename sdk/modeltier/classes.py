@@ -1,0 +1,85 @@
+"""Which transformers class the model tier builds from a text config.
+
+1. A model that generates text from token ids, built from exactly this config class: the class
+   transformers' AutoModelForCausalLM maps the config class to, else a generating class
+   (`GenerationMixin`) of the config's own package (a multimodal model's text decoder such
+   as MllamaForCausalLM, built from MllamaTextConfig; an early-fusion model whose one transformer
+   reads text and image tokens alike, such as ChameleonForConditionalGeneration). Its logits are
+   compared.
+2. Only for the text part of a multimodal config (a config of its own class inside the whole
+   model's): the base text model (AutoModel's class for the config class, else the package's model
+   class built from it); its last hidden states are compared.
+Anything else has no text decoder the tier can run. A class is named "module:Class" so that the
+worker processes build the very class the plan chose.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from typing import Any
+
+
+def class_path(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def load(path: str) -> type:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def model_class(text: Any, multimodal_part: bool) -> tuple[type | None, str]:
+    """(class, "logits" or "hidden states") to build from the text config `text`, or (None, "")."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_MAPPING
+    config_cls = type(text)
+    causal = _mapped(MODEL_FOR_CAUSAL_LM_MAPPING, config_cls)
+    if causal is not None:
+        return causal, "logits"
+    generating, base = _package_classes(config_cls)
+    if generating:
+        return generating[0], "logits"
+    if not multimodal_part:
+        return None, ""
+    mapped = _mapped(MODEL_MAPPING, config_cls)
+    if mapped is not None:
+        return mapped, "hidden states"
+    return (base[0], "hidden states") if base else (None, "")
+
+
+def _mapped(mapping: Any, config_cls: type) -> type | None:
+    """The class an auto mapping names for `config_cls`, if transformers defines it."""
+    if config_cls not in mapping:
+        return None
+    try:
+        return mapping[config_cls]
+    except (ValueError, ImportError, AttributeError):  # a mapping entry naming a class it lacks
+        return None
+
+
+def _package_classes(config_cls: type) -> tuple[list[type], list[type]]:
+    """(generating classes, base model classes) of the config's package (its modeling_* modules)
+    built from exactly `config_cls`, most specific first."""
+    from transformers import GenerationMixin, PreTrainedModel
+    package = config_cls.__module__.rpartition(".")[0]
+    found: dict[int, type] = {}
+    try:
+        path = importlib.import_module(package).__path__
+    except (ImportError, AttributeError):
+        return [], []
+    for info in pkgutil.iter_modules(path):
+        if not info.name.startswith("modeling_"):
+            continue
+        try:
+            mod = importlib.import_module(f"{package}.{info.name}")
+        except Exception:  # a module that needs an optional package
+            continue
+        found.update({id(c): c for c in vars(mod).values() if inspect.isclass(c) and issubclass(c, PreTrainedModel)
+                      and getattr(c, "config_class", None) is config_cls and c.__module__ == mod.__name__
+                      and not c.__name__.endswith("PreTrainedModel")})
+    classes = sorted(found.values(), key=lambda c: c.__name__)
+    generating = [c for c in classes if issubclass(c, GenerationMixin)]
+    generating.sort(key=lambda c: not c.__name__.endswith("ForCausalLM"))
+    base = [c for c in classes if c not in generating and c.__name__.endswith("Model")]
+    base.sort(key=lambda c: not c.__name__.endswith("TextModel"))
+    return generating, base

@@ -473,3 +473,17 @@ def test_widths_and_depths_under_their_own_names_are_scaled(tmp_path):
     assert ds["o_lora_rank"] == ds["q_lora_rank"] == 64 and ds["index_topk"] == 8
     glm = _plan_config(tmp_path, "glm_dsa", _defaults("glm_moe_dsa")).config
     assert set(glm["mlp_layer_types"]) == {"dense", "sparse"} and len(glm["mlp_layer_types"]) == glm["num_hidden_layers"]
+
+
+def test_an_id_past_the_vocabulary_and_depthwise_groups_follow_what_they_index(tmp_path):
+    """Kyutai's embedding holds the text vocabulary, then 32 audio codebooks, then the audio pad row
+    (audio_pad_token_id is its last row); its Mimi codec upsamples with one group per channel
+    (upsample_groups = hidden size). Scaled, the pad id is still the last row and the groups still
+    divide the codec's width: the model builds (it did not, before)."""
+    job = _plan_config(tmp_path, "kyutai", _defaults("kyutai_speech_to_text"))
+    c = job.config
+    assert c["audio_pad_token_id"] == c["vocab_size"] + c["num_codebooks"] * c["codebook_vocab_size"]
+    assert c["codec_config"]["upsample_groups"] == c["codec_config"]["hidden_size"] < 512
+    model = _meta_model(job)
+    table = model.model.embed_tokens.embed_tokens
+    assert table.padding_idx == table.num_embeddings - 1 == c["audio_pad_token_id"]

@@ -6,7 +6,8 @@ value heads), the GQA ratio, top-k and routing type (softmax / sigmoid, groups, 
 linear-attention key:value head ratio, conv width, SSM state size and chunk size, activation, norm
 type and eps, RoPE variant, scaling and partial rotary factor, logit softcaps, sinks.
 Shrunk: width (hidden 128, a multiple of the head count, or heads x head_dim where the head dim
-derives from the width; other widths that are 1-4 x the hidden size follow it), MLP and expert widths
+derives from the width; other widths that are 1-4 x the hidden size follow it, and so do the groups
+of a depthwise convolution over it), MLP and expert widths
 under any of their names (ffn_dim, dim_ff, moe_hidden_size ..., per-layer lists too), low-rank query
 and output projections (64), head counts (down to the GQA ratio), expert count (at least 2 x top-k,
 whole groups), depth (one period of every per-layer pattern: layer types, MLP types, each at least
@@ -139,6 +140,8 @@ def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None) -> tuple[dict[st
                     and not _mlp_width(key) \
                     and value % hidden == 0 and 1 <= value // hidden <= 4:
                 put(key, value // hidden * new_hidden)
+            elif key.endswith("_groups") and type(value) is int and value == hidden:  # a depthwise conv
+                put(key, new_hidden)
     for key in list(d):
         kind = _mlp_width(key)
         if not kind:
@@ -179,6 +182,10 @@ def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None) -> tuple[dict[st
             if key != "vocab_size" and "vocab_size" in key and type(value) is int \
                     and 0.99 * old_vocab <= value <= old_vocab:
                 put(key, max(1, VOCAB * value // old_vocab))
+        for key, value in list(d.items()):  # an id past the text vocabulary (rows after it: an audio
+            if key.endswith("_token_id") and key not in _TOKEN_KEYS and type(value) is int \
+                    and value >= old_vocab:  # pad after the codebooks) keeps its distance from it
+                put(key, value - old_vocab + VOCAB)
     for key, value in list(d.items()):  # hashed n-gram embedding tables (a byte model's)
         if "vocab" in key and ("hash" in key or "ngram" in key) and type(value) is int and value > VOCAB:
             put(key, VOCAB)

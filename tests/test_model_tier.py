@@ -471,6 +471,9 @@ def test_widths_and_depths_under_their_own_names_are_scaled(tmp_path):
     assert opt["ffn_dim"] == 2 * opt["hidden_size"]
     ds = _plan_config(tmp_path, "dsv4", _defaults("deepseek_v4")).config
     assert ds["o_lora_rank"] == ds["q_lora_rank"] == 64 and ds["index_topk"] == 8
+    pooled = _plan_config(tmp_path, "glm5_next", _defaults("glm5_next"))  # top-k over pools of 16 keys
+    assert pooled.config["index_topk"] == pooled.config["index_kpool"] == 16
+    _meta_model(pooled)  # transformers checks the top-k is whole pools when it builds the model
     glm = _plan_config(tmp_path, "glm_dsa", _defaults("glm_moe_dsa")).config
     assert set(glm["mlp_layer_types"]) == {"dense", "sparse"} and len(glm["mlp_layer_types"]) == glm["num_hidden_layers"]
 

@@ -14,7 +14,7 @@ whole groups), depth (one period of every per-layer pattern: layer types, MLP ty
 once; where the last layers reuse earlier layers' keys and values, that period twice, the second
 reusing; lists of layer indices follow), vocabulary (512; other sizes of the same vocabulary follow
 it in proportion; hashed n-gram tables 512), sliding windows, attention chunks and sparse-attention
-top-k (8 tokens, so a short prompt crosses them; a window that spans the whole context never binds
+top-k (8 tokens, or whole pools of a pooled top-k, so a short prompt crosses them; a window that spans the whole context never binds
 and is kept). Per-layer overrides (keyed by layer index) are scaled as the config is, for the layers
 kept. Sub-configs the model is built with (a byte-level model's encoder, global and decoder, a
 vision or audio tower inside the language model) are scaled by the same rule; a width in one that
@@ -174,7 +174,11 @@ def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None) -> tuple[dict[st
             if isinstance(context, int) and d[key] >= context:
                 notes.append(f"{key}: {d[key]} kept (it spans the whole context, so it never binds)")
                 continue
-            put(key, WINDOW)
+            # a top-k over pooled or blocked keys stays a whole number of pools (GLM-5-Next's index_kpool)
+            pools = [v for k, v in d.items() if k.startswith(key.split("_")[0] + "_") and re.search(r"pool|block", k)
+                     and type(v) is int and v > 0 and d[key] % v == 0]
+            step = math.lcm(*pools) if pools else 1
+            put(key, step * math.ceil(WINDOW / step))
     old_vocab = d.get("vocab_size")
     if isinstance(old_vocab, int) and old_vocab > VOCAB:
         put("vocab_size", VOCAB)

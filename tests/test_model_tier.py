@@ -490,3 +490,21 @@ def test_an_id_past_the_vocabulary_and_depthwise_groups_follow_what_they_index(t
     model = _meta_model(job)
     table = model.model.embed_tokens.embed_tokens
     assert table.padding_idx == table.num_embeddings - 1 == c["audio_pad_token_id"]
+
+
+def test_a_text_model_whose_caller_makes_the_cache_gets_one(tmp_path):
+    """Granite-4-Vision's text model keeps keys and values only in a cache it is given (its
+    multimodal model makes one, as generate() does): the prefill runs into a cache made from the
+    config, and the decode step's hidden state equals one pass over the prompt and the next token."""
+    import torch
+    from sdk.modeltier.worker import build, forward, inputs
+    job = _plan_config(tmp_path, "granite4_vision", _defaults("granite4_vision"))
+    assert job.output == "hidden states"
+    spec = {**job.spec(), "tokens": 6}
+    model, config = build(spec)
+    ids, nxt = inputs(spec, config.vocab_size)
+    with torch.no_grad():
+        assert model(ids, use_cache=True).past_key_values is None  # it makes none of its own
+        whole = model(torch.cat([ids, nxt], dim=1)).last_hidden_state[:, -1:].float()
+    out = forward(model, ids, nxt, ["prefill", "decode"])
+    torch.testing.assert_close(out["decode"], whole, rtol=1e-4, atol=1e-5)

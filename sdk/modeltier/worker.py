@@ -59,17 +59,20 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None) -> dict[str, Any]:
     """Prefill over `ids`, then one decode step of `nxt` with the cache or recurrent state."""
     import torch
     params = inspect.signature(model.forward).parameters
+    takes = inspect.signature(getattr(model, "_orig_mod", model).forward).parameters
     out: dict[str, Any] = {}
     with torch.no_grad():
         with (on_mode("prefill") if on_mode else _null()):
             first = model(ids, use_cache=True)
+            if "decode" in modes and _cache_key(first, takes) is None and "past_key_values" in takes:
+                # a decoder whose caller makes the cache, as generate() does for the text model of a
+                # multimodal one: the prefill again, into a cache made from the model's config
+                from transformers import DynamicCache
+                cache = DynamicCache(config=getattr(model, "_orig_mod", model).config)
+                first = model(ids, past_key_values=cache, use_cache=True)
         out["prefill"] = _output(first)
         if "decode" in modes:
-            # the cache: past_key_values, cache_params, or another output field the model takes back
-            # (RWKV's state)
-            takes = inspect.signature(getattr(model, "_orig_mod", model).forward).parameters
-            cache_key = next((k for k in ("past_key_values", "cache_params") if getattr(first, k, None) is not None),
-                             None) or next((k for k in first.keys() if k in takes and first[k] is not None), None)
+            cache_key = _cache_key(first, takes)
             if cache_key is None:
                 raise RuntimeError(f"transformers' {type(model).__name__} returned no cache from the prefill "
                                    "(use_cache=True): a decode step has nothing to continue")
@@ -80,6 +83,13 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None) -> dict[str, Any]:
                 second = model(nxt, **kwargs)
             out["decode"] = _output(second)
     return out
+
+
+def _cache_key(result, takes) -> str | None:
+    """Where a prefill's output holds its cache: past_key_values, cache_params, or another output
+    field the model takes back (RWKV's state)."""
+    return next((k for k in ("past_key_values", "cache_params") if getattr(result, k, None) is not None),
+                None) or next((k for k in result.keys() if k in takes and result[k] is not None), None)
 
 
 def _output(result):

@@ -508,3 +508,22 @@ def test_a_text_model_whose_caller_makes_the_cache_gets_one(tmp_path):
         whole = model(torch.cat([ids, nxt], dim=1)).last_hidden_state[:, -1:].float()
     out = forward(model, ids, nxt, ["prefill", "decode"])
     torch.testing.assert_close(out["decode"], whole, rtol=1e-4, atol=1e-5)
+
+
+def test_heads_that_span_the_width_as_published_still_span_it(tmp_path):
+    """Helium publishes head_dim 128 x 20 heads = hidden 2560, and its attention output projection
+    is hidden x hidden: scaled, heads x head_dim is still the width, and the eager model runs (a shape
+    error before, with 4 heads of 128 over a width of 128). A head dim that does not span the width
+    as published (Gemma-7B's 16 x 256 over 3072) gets a width the heads divide."""
+    import torch
+    from sdk.modeltier.worker import build, forward, inputs
+    job = _plan_config(tmp_path, "helium", _defaults("helium"))
+    c = job.config
+    assert c["head_dim"] == 128 and c["hidden_size"] == c["num_attention_heads"] * 128 < 2560
+    spec = {**job.spec(), "tokens": 6}
+    model, config = build(spec)
+    ids, nxt = inputs(spec, config.vocab_size)
+    assert forward(model, ids, nxt, ["prefill"])["prefill"].shape == (1, 6, config.vocab_size)
+    g = _plan_config(tmp_path, "gemma", {**_defaults("gemma"), "hidden_size": 3072, "num_attention_heads": 16,
+                                         "num_key_value_heads": 16, "head_dim": 256}).config
+    assert g["hidden_size"] == 128 and g["num_attention_heads"] == 4 and g["head_dim"] == 256

@@ -6,7 +6,7 @@ value heads), the GQA ratio, top-k and routing type (softmax / sigmoid, groups, 
 linear-attention key:value head ratio, conv width, SSM state size and chunk size, activation, norm
 type and eps, RoPE variant, scaling and partial rotary factor, logit softcaps, sinks.
 Shrunk: width (hidden 128, a multiple of the head count, or heads x head_dim where the head dim
-derives from the width; other widths that are 1-4 x the hidden size follow it, and so do the groups
+derives from the width or the published heads x head_dim is the width; other widths that are 1-4 x the hidden size follow it, and so do the groups
 of a depthwise convolution over it), MLP and expert widths
 under any of their names (ffn_dim, dim_ff, moe_hidden_size ..., per-layer lists too), low-rank query
 and output projections (64), head counts (down to the GQA ratio), expert count (at least 2 x top-k,
@@ -125,8 +125,10 @@ def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None) -> tuple[dict[st
         ratio = max(1, n // kv)
         new_kv = max(1, min(kv, 4 // ratio)) if ratio <= 4 else 1
         new_n = new_kv * ratio
-        if not explicit_head_dim and isinstance(hidden, int):
-            new_hidden = new_n * (hidden // n)  # the head dim derives from the width: keep it
+        if isinstance(hidden, int) and (not explicit_head_dim or d["head_dim"] * n == hidden):
+            # the head dim derives from the width, or the published heads span it exactly (Helium's
+            # output projection is hidden x hidden): heads x head dim stays the width
+            new_hidden = new_n * (hidden // n)
         else:  # a width the heads divide (config classes check it), rounded to 8
             step = math.lcm(new_n, 8)
             new_hidden = step * math.ceil(HIDDEN / step)

@@ -527,3 +527,21 @@ def test_heads_that_span_the_width_as_published_still_span_it(tmp_path):
     g = _plan_config(tmp_path, "gemma", {**_defaults("gemma"), "hidden_size": 3072, "num_attention_heads": 16,
                                          "num_key_value_heads": 16, "head_dim": 256}).config
     assert g["hidden_size"] == 128 and g["num_attention_heads"] == 4 and g["head_dim"] == 256
+
+
+def test_a_stack_run_in_cycles_keeps_its_cycles(tmp_path):
+    """HRM runs one stack of 16 layers H_cycles x (L_cycles + 1) times and counts every run as a
+    layer (num_hidden_layers 128): the stack is the depth that shrinks, the count follows it (the
+    model failed with an IndexError when only the count shrank)."""
+    import torch
+    from sdk.modeltier.worker import build, forward, inputs
+    job = _plan_config(tmp_path, "hrm", _defaults("hrm_text"))
+    c = job.config
+    assert c["num_layers_per_stack"] == 2 and c["num_hidden_layers"] == 2 * c["H_cycles"] * (c["L_cycles"] + 1)
+    spec = {**job.spec(), "tokens": 6}
+    model, config = build(spec)
+    ids, nxt = inputs(spec, config.vocab_size)
+    out = forward(model, ids, nxt, ["prefill", "decode"])
+    with torch.no_grad():
+        whole = model(torch.cat([ids, nxt], dim=1)).logits[:, -1:].float()
+    torch.testing.assert_close(out["decode"], whole, rtol=1e-4, atol=1e-5)

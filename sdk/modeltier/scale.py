@@ -12,7 +12,8 @@ under any of their names (ffn_dim, dim_ff, moe_hidden_size ..., per-layer lists 
 and output projections (64), head counts (down to the GQA ratio), expert count (at least 2 x top-k,
 whole groups), depth (one period of every per-layer pattern: layer types, MLP types, each at least
 once; where the last layers reuse earlier layers' keys and values, that period twice, the second
-reusing; lists of layer indices follow), vocabulary (512; other sizes of the same vocabulary follow
+reusing; a stack run several times keeps its cycles, each of the scaled depth; lists of layer
+indices follow), vocabulary (512; other sizes of the same vocabulary follow
 it in proportion; hashed n-gram tables 512), sliding windows, attention chunks and sparse-attention
 top-k (8 tokens, or whole pools of a pooled top-k, so a short prompt crosses them; a window that spans the whole context never binds
 and is kept). Per-layer overrides (keyed by layer index) are scaled as the config is, for the layers
@@ -315,6 +316,14 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
     if lkey is not None and len(d[lkey]) > layers:
         notes.append(f"{lkey}: first {layers} of {len(d[lkey])} layers (every layer type once)")
         d[lkey] = d[lkey][:layers]
+    # a stack of layers run several times (HRM: num_hidden_layers = layers per stack x cycles) is the
+    # depth; the total follows it
+    per = next((k for k, v in d.items() if re.search(r"layers_per_\w+$", k) and type(v) is int
+                and isinstance(old, int) and 0 < v < old and old % v == 0), None)
+    if per is not None:
+        repeats = old // d[per]
+        put(per, min(layers, d[per]))
+        layers = repeats * d[per]
     if "num_hidden_layers" in d:
         put("num_hidden_layers", layers)
 

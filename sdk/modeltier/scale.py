@@ -318,7 +318,7 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
         d[lkey] = d[lkey][:layers]
     # a stack of layers run several times (HRM: num_hidden_layers = layers per stack x cycles) is the
     # depth; the total follows it
-    per = next((k for k, v in d.items() if re.search(r"layers_per_\w+$", k) and type(v) is int
+    per = next((k for k, v in d.items() if k.endswith("layers_per_stack") and type(v) is int
                 and isinstance(old, int) and 0 < v < old and old % v == 0), None)
     if per is not None:
         repeats = old // d[per]

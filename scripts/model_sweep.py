@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     lock = threading.Lock()
     command = "python scripts/model_sweep.py " + shlex.join(sys.argv[1:] if argv is None else argv)
-    this_run = {"command": command, "ran": len(todo), "wall_s": 0.0}
+    this_run = {"command": command, "ran": 0, "wall_s": 0.0}  # ran: the configs this part finished
     runs.append(this_run)
 
     def write() -> float:
@@ -309,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
             recs = ", ".join(f"{r['mode']} {r['status']}" for r in done.records)
             print(f"{done.name:36s} {done.cls:11s} exit {done.exit_code!s:7s} {done.wall_s:6.0f} s  {recs}"
                   f"{'  ' + done.reason[:160] if done.reason else ''}", flush=True)
+            with lock:
+                this_run["ran"] += 1
             write()
             return done
         write()

@@ -262,6 +262,7 @@ def test_the_published_window_name_and_pattern_list_are_scaled(tmp_path):
     ({"model_type": "bert", "architectures": ["BertForMaskedLM"]}, "is an encoder"),
     ({"model_type": "t5", "is_encoder_decoder": True}, "encoder-decoder"),
     ({"model_type": "vit"}, "no causal language model"),
+    ({"model_type": "musicgen"}, "is an encoder-decoder model"),  # a text encoder and an audio decoder
     ({"model_type": "llama", "hidden_size": "wide"}, "transformers rejects this llama config"),
 ])
 def test_configs_the_tier_cannot_run_are_refused_in_one_line(tmp_path, cfg, message):

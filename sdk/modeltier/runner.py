@@ -86,7 +86,7 @@ def _text_config(raw: dict):
                           "the model tier builds models through transformers")
     try:
         full = CONFIG_MAPPING[mt](**{k: _special_floats(v) for k, v in raw.items() if k != "model_type"})
-        text = full.get_text_config()
+        text = full.get_text_config(decoder=True)  # the decoder's, where there is also a text encoder
     except Exception as exc:  # transformers' own validation of the config's values
         why = " ".join(f"{type(exc).__name__}: {exc}".split())
         raise ConfigError(f"transformers rejects this {mt} config: {why[:400]}") from None

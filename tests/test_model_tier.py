@@ -546,3 +546,19 @@ def test_a_stack_run_in_cycles_keeps_its_cycles(tmp_path):
     with torch.no_grad():
         whole = model(torch.cat([ids, nxt], dim=1)).logits[:, -1:].float()
     torch.testing.assert_close(out["decode"], whole, rtol=1e-4, atol=1e-5)
+
+
+def test_a_layer_type_transformers_needs_twice_appears_twice(tmp_path):
+    """Zamba ties one shared transformer block from its first hybrid layer to the others, and
+    transformers cannot build a Zamba with a single hybrid layer: the plan finds that out on the
+    meta device and keeps every layer type twice (it failed in the eager reference before); a model
+    that builds with one of each keeps one."""
+    job = _plan_config(tmp_path, "zamba", _defaults("zamba"))
+    types = job.config["layers_block_type"]
+    assert types.count("hybrid") == 2 and len(types) == job.config["num_hidden_layers"] < 76
+    assert any(n.startswith("every layer type twice: transformers cannot build") for n in job.notes)
+    _meta_model(job)
+    once = _plan_config(tmp_path, "qwen3_next", _defaults("qwen3_next"))
+    assert sorted(once.config["layer_types"]) == ["full_attention", "linear_attention", "linear_attention",
+                                                  "linear_attention"]
+    assert not any("twice" in n for n in once.notes)

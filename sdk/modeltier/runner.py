@@ -1,6 +1,7 @@
 """Model-tier jobs: resolve configs, scale them, run each job's two worker processes, make records."""
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -145,12 +146,34 @@ def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -
         mt, text, cls, output = _text_config(raw)
         nested = {key: getattr(sub, "attribute_map", None) or {}
                   for key, sub in (getattr(type(text), "sub_configs", None) or {}).items()}
-        scaled, notes = scale(text.to_dict(), getattr(type(text), "attribute_map", None), nested)
+        aliases = getattr(type(text), "attribute_map", None)
+        scaled, notes = scale(text.to_dict(), aliases, nested)
         scaled["model_type"] = mt
+        why = _cannot_build(cls, scaled)
+        if why:  # e.g. a block shared by all layers of a type, tied from the first to the others
+            twice, more = scale(text.to_dict(), aliases, nested, times=2)
+            twice["model_type"] = mt
+            if twice != scaled and not _cannot_build(cls, twice):
+                scaled, notes = twice, more + [f"every layer type twice: transformers cannot build the model with "
+                                                f"one layer of each ({why})"]
         for dtype in dtypes:
             jobs.append(Job(name, source, mt, scaled, notes, dtype, tuple(m for m in MODES if m in modes),
                             backend, model_class=class_path(cls), output=output))
     return jobs
+
+
+def _cannot_build(cls: type, cfg: dict) -> str:
+    """"" when transformers builds `cls` from the scaled config (on the meta device: no memory, no
+    weights), else why not, in one line."""
+    import torch
+    from transformers import CONFIG_MAPPING
+    fields = copy.deepcopy({k: v for k, v in cfg.items() if k != "model_type"})  # config classes edit sub-dicts
+    try:
+        with torch.device("meta"):
+            cls._from_config(CONFIG_MAPPING[cfg["model_type"]](**fields))
+    except Exception as exc:  # whatever transformers raises: said, and the plan keeps the config
+        return " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
+    return ""
 
 
 # ------------------------------------------------------------------------------------ running

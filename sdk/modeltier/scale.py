@@ -62,14 +62,16 @@ def describe() -> str:
 
 
 def scale(cfg: dict[str, Any], aliases: dict[str, str] | None = None,
-          nested: dict[str, dict[str, str]] | None = None) -> tuple[dict[str, Any], list[str]]:
+          nested: dict[str, dict[str, str]] | None = None, times: int = 1) -> tuple[dict[str, Any], list[str]]:
     """(scaled config, one line per change). `cfg` is a text model's full config dict (defaults
     filled in by its transformers config class); `aliases` is that class's `attribute_map` (the
     common name -> the field this config stores it in, e.g. "hidden_size" -> "n_embd"); `nested`
     names the sub-configs the model is built with (field -> that config class's aliases: a byte
     model's encoder, global and decoder, a vision tower inside the language model), each scaled by
-    the same rule; a width of one that is another's hidden size follows that one."""
-    d, notes, widths = _scale(cfg, aliases)
+    the same rule; a width of one that is another's hidden size follows that one. `times`: how often
+    every layer type of a layer pattern appears (once; twice where transformers cannot build a model
+    with one layer of a type: Zamba ties one shared block across its hybrid layers)."""
+    d, notes, widths = _scale(cfg, aliases, times)
     parts = {"": (cfg, d)}
     for key, sub_aliases in (nested or {}).items():
         if isinstance(d.get(key), dict):
@@ -88,7 +90,7 @@ def scale(cfg: dict[str, Any], aliases: dict[str, str] | None = None,
     return d, notes
 
 
-def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None) -> tuple[dict[str, Any], list[str], dict]:
+def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None, times: int = 1) -> tuple[dict[str, Any], list[str], dict]:
     """`scale` of one config: (scaled config, notes, {old hidden size: new hidden size})."""
     d = dict(cfg)
     notes: list[str] = []
@@ -214,7 +216,7 @@ def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None) -> tuple[dict[st
             put(key, scaled)
 
     # ------------------------------------------------------------------------------------ depth
-    _scale_depth(d, put, notes)
+    _scale_depth(d, put, notes, times)
     for common, field in stored.items():
         d[field] = d.pop(common)
     return d, notes, ({hidden: new_hidden} if isinstance(hidden, int) and hidden != new_hidden else {})
@@ -259,17 +261,15 @@ def _scale_ssm(d: dict, put, hidden: int) -> None:
         put("mamba_d_ssm", heads * head_dim)
 
 
-def _scale_depth(d: dict, put, notes: list[str]) -> None:
+def _scale_depth(d: dict, put, notes: list[str], times: int = 1) -> None:
     old = d.get("num_hidden_layers")
     lkey = next((k for k in _LAYER_LIST_KEYS if isinstance(d.get(k), list) and d[k]), None)
     index_lists = [k for k in d if _INDEX_LIST_NAME.search(k) and _is_index_list(d[k], old)]
     if lkey is not None:
-        types = d[lkey]
-        want = set(map(str, types))
-        layers = next(i + 1 for i in range(len(types)) if set(map(str, types[:i + 1])) == want)
+        layers = _covering(d[lkey], times)
     elif isinstance(d.get("hybrid_override_pattern"), str) and d["hybrid_override_pattern"]:
         pattern = d["hybrid_override_pattern"]
-        layers = next(i + 1 for i in range(len(pattern)) if set(pattern[:i + 1]) == set(pattern))
+        layers = _covering(pattern, times)
         put("hybrid_override_pattern", pattern[:layers])
     elif isinstance(d.get("attn_layer_offset"), int):  # Jamba: attention and MoE layers by period
         layers = max(d["attn_layer_offset"], d.get("expert_layer_offset") or 0) + 1
@@ -286,7 +286,7 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
     for value in d.values():  # other per-layer kinds (mlp_layer_types: dense, MoE ...) appear too
         if isinstance(old, int) and isinstance(value, list) and len(value) == old and value \
                 and all(isinstance(v, str) for v in value):
-            layers = max(layers, next(i + 1 for i in range(old) if set(value[:i + 1]) == set(value)))
+            layers = max(layers, _covering(value, times))
     if isinstance(d.get("first_k_dense_replace"), int) and d["first_k_dense_replace"] > 0:
         put("first_k_dense_replace", 1)  # one dense layer, then MoE
         layers = max(layers, 2)
@@ -314,7 +314,8 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
             d[key] = value[:layers]
             notes.append(f"{key}: first {layers} of {old} layers")
     if lkey is not None and len(d[lkey]) > layers:
-        notes.append(f"{lkey}: first {layers} of {len(d[lkey])} layers (every layer type once)")
+        notes.append(f"{lkey}: first {layers} of {len(d[lkey])} layers (every layer type "
+                     f"{'once' if times == 1 else f'{times} times'})")
         d[lkey] = d[lkey][:layers]
     # a stack of layers run several times (HRM: num_hidden_layers = layers per stack x cycles) is the
     # depth; the total follows it
@@ -326,6 +327,19 @@ def _scale_depth(d: dict, put, notes: list[str]) -> None:
         layers = repeats * d[per]
     if "num_hidden_layers" in d:
         put("num_hidden_layers", layers)
+
+
+def _covering(seq: Any, times: int) -> int:
+    """The length of the shortest prefix of `seq` that holds each of its values `times` times (or
+    as often as `seq` does)."""
+    values = list(map(str, seq))
+    want = {v: min(times, values.count(v)) for v in set(values)}
+    seen: dict[str, int] = {}
+    for i, v in enumerate(values):
+        seen[v] = seen.get(v, 0) + 1
+        if all(seen.get(k, 0) >= n for k, n in want.items()):
+            return i + 1
+    return len(values)
 
 
 def _mlp_width(key: str) -> str:

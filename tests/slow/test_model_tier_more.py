@@ -69,3 +69,25 @@ def test_configs_with_their_own_field_names_and_layer_indices_run_end_to_end(tmp
         assert r.status == "pass" and r.rmse is not None and r.rmse < 1e-3 and r.kernels, (r.kernel, r.case, r.detail)
     assert proc.returncode == 0
     assert "attn_layer_indices: [9, 18, 27] -> [1]" in proc.stderr and "n_embd: 768 ->" in proc.stderr
+
+
+def test_transformers_defaults_the_rule_once_failed_run_end_to_end(tmp_path):
+    """transformers' own default configs (full size) of architectures the model tier once could not
+    run: Mllama's text decoder (a causal LM built from its text config class: refused before),
+    Gemma-3n (layers that reuse others' keys and values: transformers refused the scaled config),
+    Helium (heads x head_dim is its width: a shape error) and Granite-4-Vision's text model (its
+    cache is made by its caller: no decode step). Each runs prefill and decode and matches eager."""
+    from transformers import CONFIG_MAPPING
+    names = {"mllama": "mllama", "gemma3n": "gemma3n_text", "helium": "helium", "granite4_vision": "granite4_vision"}
+    paths = []
+    for name, mt in names.items():
+        cfg = json.loads(CONFIG_MAPPING[mt]().to_json_string(use_diff=False))
+        paths.append(str(_write(tmp_path, name, {**cfg, "model_type": mt})))
+    out = tmp_path / "d.jsonl"
+    proc = _day0("model", *paths, "--out", str(out), timeout=2400)
+    recs = load_results(out).records
+    assert {(r.kernel, r.case) for r in recs} == {(n, m) for n in names for m in ("prefill", "decode")}, \
+        proc.stderr[-3000:]
+    for r in recs:
+        assert r.status == "pass" and r.rmse is not None and r.rmse < 1e-3 and r.kernels, (r.kernel, r.case, r.detail)
+    assert proc.returncode == 0

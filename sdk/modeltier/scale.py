@@ -6,8 +6,9 @@ value heads), the GQA ratio, top-k and routing type (softmax / sigmoid, groups, 
 linear-attention key:value head ratio, conv width, SSM state size and chunk size, activation, norm
 type and eps, RoPE variant, scaling and partial rotary factor, logit softcaps, sinks.
 Shrunk: width (hidden 128, a multiple of the head count, or heads x head_dim where the head dim
-derives from the width or the published heads x head_dim is the width; other widths that are 1-4 x the hidden size follow it, and so do the groups
-of a depthwise convolution over it), MLP and expert widths
+derives from the width or the published heads x head_dim is the width and the scaled heads x
+head_dim is at most 4 x 128; other widths that are 1-4 x the hidden size follow it, and so do the
+groups of a depthwise convolution over it), MLP and expert widths
 under any of their names (ffn_dim, dim_ff, moe_hidden_size ..., per-layer lists too), low-rank query
 and output projections (64), head counts (down to the GQA ratio), expert count (at least 2 x top-k,
 whole groups), depth (one period of every per-layer pattern: layer types, MLP types, each at least
@@ -128,9 +129,11 @@ def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None, times: int = 1) 
         ratio = max(1, n // kv)
         new_kv = max(1, min(kv, 4 // ratio)) if ratio <= 4 else 1
         new_n = new_kv * ratio
-        if isinstance(hidden, int) and (not explicit_head_dim or d["head_dim"] * n == hidden):
+        spans = explicit_head_dim and d["head_dim"] * n == hidden and new_n * d["head_dim"] <= 4 * HIDDEN
+        if isinstance(hidden, int) and (not explicit_head_dim or spans):
             # the head dim derives from the width, or the published heads span it exactly (Helium's
-            # output projection is hidden x hidden): heads x head dim stays the width
+            # output projection is hidden x hidden): heads x head dim stays the width, unless that
+            # would keep it wide (RecurrentGemma's 10 query heads of 256 share one key head)
             new_hidden = new_n * (hidden // n)
         else:  # a width the heads divide (config classes check it), rounded to 8
             step = math.lcm(new_n, 8)

@@ -2,6 +2,7 @@
 against the registers and shared memory the nvidia_ref backend's own compile of the same launch
 reports, and the estimate kept where a target cannot be compiled here."""
 import math
+import re
 
 import pytest
 import torch
@@ -97,6 +98,10 @@ def test_the_compile_is_kept_and_read_back_instead_of_compiled_again(monkeypatch
         raise AssertionError("compiled again")
     monkeypatch.setattr(compiled, "_compile", refuse)
     assert compiled.allocation(c.ttir, c.num_warps, c.num_stages, h100) == first
+    # the same kernel compiled from another checkout names other files: the same allocation
+    elsewhere = re.sub(r'loc\("[^"]*"', 'loc("/elsewhere/kernels.py"', c.ttir)
+    assert elsewhere != c.ttir and "/elsewhere/" in elsewhere
+    assert compiled.allocation(elsewhere, c.num_warps, c.num_stages, h100) == first
     # the H200 names the same target: the same compile serves it
     assert compiled.allocation(c.ttir, c.num_warps, c.num_stages, load("nvidia_h200")) == first
 

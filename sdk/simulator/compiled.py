@@ -34,7 +34,7 @@ CUDA_RESERVED_SHARED = 1024
 CUDA_MAX_BLOCKS = 32
 CUDA_MAX_THREADS = 2048
 
-FORMAT = "day0-sim-compiled/1"
+FORMAT = "day0-sim-compiled/2"
 
 
 @dataclass(frozen=True)
@@ -192,12 +192,48 @@ def _compiler(target):
 
 def _cache_entry(ttir: str, num_warps: int, num_stages: int, target: tuple):
     """Where an allocation is kept: Triton's own cache (TRITON_CACHE_DIR), beside its compiles, under
-    a key of the TTIR, the launch options, the target and Triton's version."""
+    a key of the TTIR without its source locations (a kernel compiled from another checkout names
+    other files), the launch options, the target and Triton's version."""
     import triton
     from triton.runtime.cache import get_cache_manager
     digest = hashlib.sha256(f"{FORMAT}\0{triton.__version__}\0{target}\0{num_warps}\0{num_stages}\0".encode()
-                            + ttir.encode()).hexdigest()
+                            + without_locations(ttir).encode()).hexdigest()
     return get_cache_manager(digest), "day0_allocation.json"
+
+
+def without_locations(ttir: str) -> str:
+    """MLIR text without its location attributes (`loc(...)` on ops and the `#locN = loc(...)`
+    aliases), which name source files and lines and decide nothing the compiler allocates."""
+    out, i, n = [], 0, len(ttir)
+    while i < n:
+        j = ttir.find("loc(", i)
+        if j < 0:
+            out.append(ttir[i:])
+            break
+        if j > 0 and (ttir[j - 1].isalnum() or ttir[j - 1] in "_#"):  # `#loc(`? part of a longer name
+            out.append(ttir[i:j + 4])
+            i = j + 4
+            continue
+        out.append(ttir[i:j].rstrip(" "))
+        depth, k, quoted = 0, j + 3, False
+        while k < n:
+            ch = ttir[k]
+            if quoted:
+                if ch == "\\":
+                    k += 1
+                elif ch == '"':
+                    quoted = False
+            elif ch == '"':
+                quoted = True
+            elif ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            k += 1
+        i = k + 1
+    return "\n".join(line for line in "".join(out).splitlines() if not line.startswith("#loc"))
 
 
 def _read(manager, name: str):

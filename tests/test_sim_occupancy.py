@@ -117,14 +117,16 @@ def test_targets_that_cannot_be_compiled_here_keep_the_estimate():
 
 def test_prefetch_compiles_each_launch_once_per_target_in_workers_as_in_this_process():
     small, large = _counts(64, **SMALL), _counts(64, **LARGE)
-    devices = [load("nvidia_h100"), load("nvidia_h200"), load("amd_mi300x")]  # one target to compile
-    assert compiled.prefetch([[small, large], [small]], devices, jobs=2) == 2
+    nvidia = [load("nvidia_h100"), load("nvidia_h200")]  # one target to compile
+    amd = [load("amd_mi300x")]                             # none
+    assert compiled.prefetch([([small, large], nvidia), ([small], nvidia), ([large], amd)], jobs=2) == 2
     in_workers = {c.kernel + str(c.num_warps * 10 + c.num_stages): compiled._FAST[(c.ttir, c.num_warps, c.num_stages,
                                                                                   ("cuda", 90, 32))]
                   for c in (small, large)}
-    assert compiled.prefetch([[small, large]], devices, jobs=2) == 0  # held now
+    assert compiled.prefetch([([small, large], nvidia)], jobs=2) == 0  # held now
     compiled._FAST.clear()
-    assert compiled.prefetch([[small, large]], devices, jobs=1) == 0  # read back from Triton's cache
+    assert compiled.prefetch([([small, large], nvidia)], jobs=1) == 0  # read back from Triton's cache
+    assert compiled.prefetch([([small, large], amd)], jobs=1) == 0     # a target not compiled here
     here = {k: compiled._compile(c.ttir, c.num_warps, c.num_stages, ("cuda", 90, 32))
             for k, c in zip(in_workers, (small, large))}
     assert in_workers == here and all(a.registers > 0 for a in here.values())

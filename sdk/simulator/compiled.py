@@ -89,14 +89,15 @@ def _allocation(ttir: str, num_warps: int, num_stages: int, target: tuple) -> Al
     return _FAST[fast]
 
 
-def prefetch(launch_lists, devices, jobs: int = 1) -> int:
-    """Compile, in `jobs` worker processes, every launch of `launch_lists` (lists of LaunchCounts)
-    for each of `devices` whose target can be compiled here and whose allocation is not cached, so
-    that predictions read them; returns how many were compiled. The result does not depend on
-    `jobs`: each allocation is the compile of its launch."""
-    targets = {t for t in (compile_target(d) for d in devices) if t is not None}
+def prefetch(work, jobs: int = 1) -> int:
+    """Compile, in `jobs` worker processes, the launches of `work` ((launches, devices) pairs: a
+    call's LaunchCounts and the devices it is predicted for) for each device whose target can be
+    compiled here, where the allocation is not cached, so that predictions read them; returns how
+    many were compiled. The result does not depend on `jobs`: each allocation is the compile of its
+    launch."""
     todo = {}
-    for launches in launch_lists:
+    for launches, devices in work:
+        targets = {t for t in (compile_target(d) for d in devices) if t is not None}
         for c in launches if isinstance(launches, list) else ():
             ttir = getattr(c, "ttir", "")
             for t in targets:

@@ -262,7 +262,8 @@ def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full
     # what the devices' compilers allocate for each launch (where a target compiles here), compiled
     # in the workers before the predictions read it
     from .compiled import prefetch
-    prefetch([launches for per_profile in captured for launches in per_profile], devices, jobs)
+    prefetch([(launches, profiles[profile]) for per_profile in captured
+              for profile, launches in zip(order, per_profile)], jobs)
     for (spec, case, dtype), per_profile in zip(items, captured):
         for profile, launches in zip(order, per_profile):
             if isinstance(launches, str):  # a wrapper that cannot run without real data

@@ -21,9 +21,10 @@ machine's host and runtime, timed alone through day0's nvidia_ref backend.
      `flush_enqueue` (its L2 flush, a 256 MiB fill, enqueued).
 2. The suite's timing harness (`triton.testing.do_bench` median, warmup 5 ms, rep 25 ms, as
    benchmarks/sim_measure.py times every call; it zeroes a 256 MiB buffer on the GPU before each
-   call): synthetic calls made of the pieces above and of host busy-waits of known length, against
-   the same pieces timed by the host's clock, and the GPU time of the flush itself. These show how
-   the measured time of a call follows from its host and device work.
+   call): synthetic calls made of the pieces above and of host busy-waits of known length (some
+   after 300 us of other host work, where a call's host work outlasts the flush), against the same
+   pieces timed by the host's clock, and the GPU time of the flush itself. These show how the
+   measured time of a call follows from its host and device work.
 Prints a table and writes JSON.
 """
 from __future__ import annotations

@@ -34,6 +34,7 @@ import argparse
 import hashlib
 import json
 import os
+import platform
 import re
 import shlex
 import subprocess
@@ -205,6 +206,9 @@ def to_markdown(outcomes: list[Outcome], args: argparse.Namespace, runs: list[di
              "counts: " + ", ".join(f"{c} {n}" for c, n in counts.items()), "",
              f"{'commands (run in parts, each keeping what the earlier ones finished)' if len(runs) > 1 else 'command'}:",
              "", *[f"    {r.get('command')}    # {r.get('ran', '?')} config(s), {r.get('wall_s', 0) / 60:.1f} min"
+                   + (f" on {r['host']}" if r.get("host") else "")
+                   + (f" (torch {r['versions'].get('torch')}, triton {r['versions'].get('triton')}, transformers "
+                      f"{r['versions'].get('transformers')})" if isinstance(r.get("versions"), dict) else "")
                    for r in runs], "",
              "| config | model_type | class | exit | wall s | records | reason |",
              "|---|---|---|---|---|---|---|"]
@@ -213,7 +217,8 @@ def to_markdown(outcomes: list[Outcome], args: argparse.Namespace, runs: list[di
         lines.append(f"| {_cell(o.name)} | {_cell(o.model_type)} | {o.cls} | {o.exit_code} | {o.wall_s:.0f} "
                      f"| {recs} | {_cell(o.reason)[:300]} |")
     lines += ["", "classes: pass = every (mode, dtype) runs and matches eager; refused = one line, exit 2; "
-              "eager = transformers' eager model fails on the CPU; unsupported = ops the backend lacks; "
+              "eager = transformers' eager model fails on the CPU (and, where the meta device can tell, on the published "
+              "config too: a scaled config that breaks a model the published one runs is class day0); unsupported = ops the backend lacks; "
               "day0 = a day0 bug until shown otherwise; not run = the sweep stopped before it.", ""]
     return "\n".join(lines)
 
@@ -292,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     lock = threading.Lock()
     command = "python scripts/model_sweep.py " + shlex.join(sys.argv[1:] if argv is None else argv)
-    this_run = {"command": command, "ran": 0, "wall_s": 0.0}  # ran: the configs this part finished
+    this_run = {"command": command, "ran": 0, "wall_s": 0.0,  # ran: the configs this part finished
+                "host": f"{platform.node()}, {os.cpu_count()} CPUs", "versions": versions()}
     runs.append(this_run)
 
     def write() -> float:

@@ -562,3 +562,45 @@ def test_a_layer_type_transformers_needs_twice_appears_twice(tmp_path):
     assert sorted(once.config["layer_types"]) == ["full_attention", "linear_attention", "linear_attention",
                                                   "linear_attention"]
     assert not any("twice" in n for n in once.notes)
+
+
+def _llama_job(tmp_path):
+    cfg = _config("llama", hidden_size=512, num_attention_heads=8, num_key_value_heads=8, intermediate_size=1024,
+                  num_hidden_layers=2, vocab_size=1000)
+    return _plan_config(tmp_path, "small", cfg)
+
+
+def test_an_eager_failure_the_scaled_config_alone_causes_is_a_day0_bug(tmp_path):
+    """The eager reference fails on a scaled config (key heads that do not divide the query heads)
+    while the published config runs on the meta device: the record says the scale rule is at
+    fault, and the sweep classes it day0, not eager."""
+    import dataclasses
+    from sdk.modeltier.runner import run_job
+    job = _llama_job(tmp_path)
+    assert job.published["hidden_size"] == 512 and job.config["hidden_size"] < 512
+    broken = dataclasses.replace(job, config={**job.config, "num_key_value_heads": 3})
+    recs = run_job(broken, timeout=300)
+    assert [r["status"] for r in recs] == ["error", "error"]
+    assert all(r["detail"].startswith("day0 bug: the scaled config breaks transformers' eager model") and
+               "must match" in r["detail"] for r in recs), recs[0]["detail"]
+    sys.path.insert(0, str(HERE.parent / "scripts"))
+    from model_sweep import classify
+    assert classify(1, "", [{**r, "mode": r["case"]} for r in recs])[0] == "day0"
+
+
+def test_an_eager_failure_the_published_config_shares_is_transformers_own(tmp_path):
+    """Key heads that divide neither the published nor the scaled query heads: eager fails on
+    both, the record keeps "eager reference failed" and says the published config fails too."""
+    import dataclasses
+    from sdk.modeltier.runner import run_job
+    job = _llama_job(tmp_path)
+    both = dataclasses.replace(job, config={**job.config, "num_key_value_heads": 3},
+                               published={**job.published, "num_key_value_heads": 3})
+    recs = run_job(both, timeout=300)
+    assert all(r["status"] == "error" and r["detail"].startswith("eager reference failed: RuntimeError") and
+               "; transformers fails on the published config too (RuntimeError: The size of tensor a (8) must "
+               "match the size of tensor b (6)" in r["detail"] and r["detail"].endswith("on the meta device")
+               for r in recs), recs[0]["detail"]
+    sys.path.insert(0, str(HERE.parent / "scripts"))
+    from model_sweep import classify
+    assert classify(1, "", [{**r, "mode": r["case"]} for r in recs])[0] == "eager"

@@ -42,11 +42,12 @@ class Job:
     extra: dict[str, Any] = field(default_factory=dict)
     model_class: str = ""       # "module:Class" the workers build (sdk.modeltier.classes)
     output: str = "logits"      # what is compared: "logits", or a text model's "hidden states"
+    published: dict[str, Any] = field(default_factory=dict)  # the text config before scaling
 
     def spec(self) -> dict[str, Any]:
         return {"config": self.config, "seed": SEED, "dtype": self.dtype, "batch": BATCH,
                 "tokens": TOKENS, "modes": list(self.modes), "backend": self.backend,
-                "model_class": self.model_class}
+                "model_class": self.model_class, "published": self.published}
 
 
 def _read_config(name_or_path: str) -> tuple[str, str, dict]:
@@ -156,9 +157,10 @@ def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -
             if twice != scaled and not _cannot_build(cls, twice):
                 scaled, notes = twice, more + [f"every layer type twice: transformers cannot build the model with "
                                                 f"one layer of each ({why})"]
+        published = {**text.to_dict(), "model_type": mt}
         for dtype in dtypes:
             jobs.append(Job(name, source, mt, scaled, notes, dtype, tuple(m for m in MODES if m in modes),
-                            backend, model_class=class_path(cls), output=output))
+                            backend, model_class=class_path(cls), output=output, published=published))
     return jobs
 
 
@@ -209,8 +211,10 @@ def run_job(job: Job, timeout: float = 600.0) -> list[dict]:
             json.dump(job.spec(), fh, default=str)
         code, err = _python(["reference", spec, ref], timeout)
         if code != 0:
-            why = _failure(code, err)
-            return [{**base, "case": m, "status": "error", "detail": f"eager reference failed: {why}",
+            detail = f"eager reference failed: {_failure(code, err)}"
+            if code == 1 and job.published:
+                detail = _published_verdict(_failure(code, err), spec, timeout - (time.monotonic() - t0))
+            return [{**base, "case": m, "status": "error", "detail": detail,
                      "wall_s": time.monotonic() - t0} for m in job.modes]
         left = max(1.0, timeout - (time.monotonic() - t0))
         code, err = _python(["backend", spec, ref, out], left)
@@ -284,6 +288,27 @@ def _libraries_used(kernels: list[dict], imported: list[str]) -> str:
     if idle:
         text += f"; {', '.join(idle)} imported, none of its kernels ran"
     return text
+
+
+#: what the meta device cannot do (read a value, copy data out, an op without a meta kernel)
+_META_LIMIT = re.compile(r"\bmeta\b", re.IGNORECASE)
+
+
+def _published_verdict(why: str, spec_path: str, timeout: float) -> str:
+    """Whose failure an eager reference's `why` is: the published config's model run on the meta
+    device (shapes and transformers' checks, no memory) fails too (transformers' own: the record
+    says "eager reference failed"), or runs (the scale rule broke the config: a day0 bug, said so),
+    or meets what the meta device cannot do (unknown, said so)."""
+    code, err = _python(["meta", spec_path], max(1.0, min(timeout, 300.0)))
+    meta_why = _failure(code, err)
+    if code == 0:
+        return (f"day0 bug: the scaled config breaks transformers' eager model ({why}), which runs the "
+                "published config (checked on the meta device)")
+    if code == 1 and not _META_LIMIT.search(meta_why):
+        same = "the same way" if meta_why == why else f"too ({meta_why})"
+        return f"eager reference failed: {why}; transformers fails on the published config {same}, on the meta device"
+    return (f"eager reference failed: {why}; whether the published config runs is unknown: "
+            f"the meta device cannot run it ({meta_why})")
 
 
 def _failure(code: int | str, err: str) -> str:

@@ -55,8 +55,10 @@ def inputs(spec: dict, vocab: int):
     return ids, nxt
 
 
-def forward(model, ids, nxt, modes: list[str], on_mode=None) -> dict[str, Any]:
-    """Prefill over `ids`, then one decode step of `nxt` with the cache or recurrent state."""
+def forward(model, ids, nxt, modes: list[str], on_mode=None, keep=None) -> dict[str, Any]:
+    """Prefill over `ids`, then one decode step of `nxt` with the cache or recurrent state; what
+    each mode keeps (`keep(output)`: by default its logits, on the CPU)."""
+    keep = keep or _output
     import torch
     params = inspect.signature(model.forward).parameters
     takes = inspect.signature(getattr(model, "_orig_mod", model).forward).parameters
@@ -70,7 +72,7 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None) -> dict[str, Any]:
                 from transformers import DynamicCache
                 cache = DynamicCache(config=getattr(model, "_orig_mod", model).config)
                 first = model(ids, past_key_values=cache, use_cache=True)
-        out["prefill"] = _output(first)
+        out["prefill"] = keep(first)
         if "decode" in modes:
             cache_key = _cache_key(first, takes)
             if cache_key is None:
@@ -81,7 +83,7 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None) -> dict[str, Any]:
                 kwargs["cache_position"] = torch.tensor([ids.shape[1]], device=ids.device)
             with (on_mode("decode") if on_mode else _null()):
                 second = model(nxt, **kwargs)
-            out["decode"] = _output(second)
+            out["decode"] = keep(second)
     return out
 
 
@@ -114,6 +116,20 @@ def reference(spec: dict, out_path: str) -> None:
     ids, nxt = inputs(spec, config.vocab_size)
     logits = forward(model, ids, nxt, spec["modes"])
     torch.save({"state_dict": model.state_dict(), "logits": logits}, out_path)
+
+
+def published_on_meta(spec: dict) -> None:
+    """The published (unscaled) config's model built and run, prefill and decode, on the meta
+    device: no memory and no arithmetic, only shapes and transformers' own checks. It tells a config
+    transformers cannot run at all from one the scale rule broke."""
+    for name in LIBRARIES:
+        sys.modules[name] = None
+    import torch
+    published = {**spec, "config": spec["published"]}
+    with torch.device("meta"):
+        model, config = build(published)
+    ids, nxt = (t.to("meta") for t in inputs(spec, config.vocab_size))
+    forward(model, ids, nxt, spec["modes"], keep=lambda result: None)  # meta tensors hold no values
 
 
 def backend_run(spec: dict, ref_path: str, out_path: str) -> None:
@@ -210,6 +226,8 @@ def main(argv: list[str]) -> int:
     try:
         if phase == "reference":
             reference(spec, *paths)
+        elif phase == "meta":
+            published_on_meta(spec)
         else:
             backend_run(spec, *paths)
     except BaseException:

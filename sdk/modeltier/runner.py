@@ -225,11 +225,42 @@ def run_job(job: Job, timeout: float = 600.0) -> list[dict]:
                     for m in job.modes]
         with open(out) as fh:
             result = json.load(fh)
-    records = []
-    for mode in job.modes:
-        entry = result["modes"].get(mode)
-        records.append({**base, "case": mode, "wall_s": wall, **_judge(job, entry, result)})
+        records = []
+        for mode in job.modes:
+            entry = result["modes"].get(mode)
+            records.append({**base, "case": mode, "wall_s": wall, **_judge(job, entry, result)})
+        if any(r["status"] == "fail" for r in records):
+            _stock_inductor_verdict(job, records, spec, ref, os.path.join(tmp, "stock.json"),
+                                    timeout - (time.monotonic() - t0))
     return records
+
+
+#: how a record says PyTorch's own Inductor differs from eager as the backend's run does
+STOCK_INDUCTOR_TOO = "PyTorch's own Inductor on the CPU (C++, no Triton) differs from eager too"
+
+
+def _stock_inductor_verdict(job: Job, records: list[dict], spec: str, ref: str, out: str, timeout: float) -> None:
+    """After logits that differ from eager: the same model under torch.compile with Inductor's own
+    CPU code generation. A mode that differs there too is torch.compile's failure, not the
+    backend's, and its record says so; otherwise the records stand as they are."""
+    code, err = _python(["stock", spec, ref, out], max(1.0, min(timeout, 600.0)))
+    if code != 0 or not os.path.exists(out):
+        note = f"; not checked against PyTorch's own Inductor on the CPU ({_failure(code, err)})"
+        for r in records:
+            if r["status"] == "fail":
+                r["detail"] += note
+        return
+    with open(out) as fh:
+        rmse = json.load(fh)["rmse"]
+    tol = TOLERANCE[job.dtype]
+    for r in records:
+        if r["status"] != "fail":
+            continue
+        got = rmse.get(r["case"])
+        if got is not None and (got != got or got > tol):
+            r["detail"] += f"; {STOCK_INDUCTOR_TOO} (relative RMSE {got:.3g}): torch.compile's failure, not the backend's"
+        elif got is not None:
+            r["detail"] += f"; PyTorch's own Inductor on the CPU matches eager (relative RMSE {got:.3g})"
 
 
 def _judge(job: Job, entry: dict | None, result: dict) -> dict:

@@ -9,6 +9,9 @@ it), then the same model is built with the saved weights and run under torch.com
 Triton code generation on the backend (`sdk.inductor`); where transformers calls an installed Triton
 library for a layer, that library's kernels run on the backend too. Every kernel launched is
 recorded per mode with its origin, op set and fault.
+Phase `meta` (after a reference that failed): the published config's model on the meta device.
+Phase `stock` (after logits that differ from eager): the model under PyTorch's own Inductor on the
+CPU, no Triton.
 """
 from __future__ import annotations
 
@@ -132,6 +135,25 @@ def published_on_meta(spec: dict) -> None:
     forward(model, ids, nxt, spec["modes"], keep=lambda result: None)  # meta tensors hold no values
 
 
+def stock_inductor(spec: dict, ref_path: str, out_path: str) -> None:
+    """The same model and weights under torch.compile with Inductor as PyTorch ships it, on the CPU
+    (its C++ code: no Triton, no backend), the libraries unimportable as for the reference. Writes
+    each mode's relative RMSE against the reference: where it differs from eager too, torch.compile
+    is at fault, not the backend."""
+    for name in LIBRARIES:
+        sys.modules[name] = None
+    import torch
+    model, config = build(spec)
+    ref = torch.load(ref_path, weights_only=True)
+    model.load_state_dict(ref["state_dict"], strict=False)
+    ids, nxt = inputs(spec, config.vocab_size)
+    logits = forward(torch.compile(model, fullgraph=False, dynamic=False), ids, nxt, spec["modes"])
+    rmse = {mode: float((got - ref["logits"][mode]).double().norm()
+                        / max(float(ref["logits"][mode].double().norm()), 1e-30)) for mode, got in logits.items()}
+    with open(out_path, "w") as fh:
+        json.dump({"rmse": rmse}, fh)
+
+
 def backend_run(spec: dict, ref_path: str, out_path: str) -> None:
     import sdk
     from sdk import launches
@@ -228,6 +250,8 @@ def main(argv: list[str]) -> int:
             reference(spec, *paths)
         elif phase == "meta":
             published_on_meta(spec)
+        elif phase == "stock":
+            stock_inductor(spec, *paths)
         else:
             backend_run(spec, *paths)
     except BaseException:

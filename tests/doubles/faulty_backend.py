@@ -119,3 +119,20 @@ class ContainBackend(CpuInterpBackend):
             return [{"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
                      "threads": [os.environ.get(k, "") for k in ("OMP_NUM_THREADS", "DAY0_CPU_THREADS")]}]
         return []
+
+
+class HalfSoftmaxBackend(CpuInterpBackend):
+    """cpu_interp that halves what any kernel whose name contains "softmax" writes to its fp32
+    outputs (parameters named out_ptr* or in_out_ptr*): a planted wrong result, no fault."""
+
+    name = "half_softmax"
+    target = Target.from_device_model("half_softmax", "host_cpu")
+
+    def launch(self, kernel: Any, grid: tuple[int, int, int], args: list[Any], stream: Any = None) -> None:
+        super().launch(kernel, grid, args, stream)
+        if "softmax" in kernel.entry.name:
+            import numpy as np
+            from sdk.backend import DeviceArg
+            for a in args:
+                if isinstance(a, DeviceArg) and "out_ptr" in a.name and a.dtype == "f32":
+                    a.handle.view(np.float32)[:] *= 0.5

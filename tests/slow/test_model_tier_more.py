@@ -91,3 +91,44 @@ def test_transformers_defaults_the_rule_once_failed_run_end_to_end(tmp_path):
     for r in recs:
         assert r.status == "pass" and r.rmse is not None and r.rmse < 1e-3 and r.kernels, (r.kernel, r.case, r.detail)
     assert proc.returncode == 0
+
+
+def test_logits_a_backend_gets_wrong_stay_its_failure_after_the_stock_inductor_check(tmp_path):
+    """A backend that halves softmax outputs: the logits differ from eager, PyTorch's own Inductor on
+    the CPU matches eager, so the record says so and the sweep keeps it a day0 failure."""
+    llama = _write(tmp_path, "llama", _config("llama", vocab_size=1000))
+    out = tmp_path / "w.jsonl"
+    proc = _day0("model", str(llama), "--mode", "prefill", "--out", str(out), "--backend", "half_softmax",
+                 env={"DAY0_BACKENDS": "half_softmax=doubles.faulty_backend:HalfSoftmaxBackend"})
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (rec,) = load_results(out).records
+    assert rec.status == "fail" and "logits differ from eager" in rec.detail, rec.detail
+    assert "PyTorch's own Inductor on the CPU matches eager" in rec.detail, rec.detail
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    from model_sweep import classify
+    assert classify(1, "", [{"mode": rec.case, "dtype": rec.dtype, "status": rec.status, "detail": rec.detail}])[0] \
+        == "day0"
+
+
+def test_logits_stock_inductor_gets_wrong_too_are_torch_compiles_failure(tmp_path):
+    """The stock-Inductor check against a reference whose logits are doubled (what eager would
+    give were torch.compile the one that differs): the record says torch.compile is at fault and
+    the sweep classes it compile."""
+    import torch
+    from sdk.modeltier import runner
+    (job,) = runner.plan([str(_write(tmp_path, "llama", _config("llama", vocab_size=1000)))], "cpu_interp",
+                         ["fp32"], ["prefill"])
+    spec, ref = tmp_path / "spec.json", tmp_path / "ref.pt"
+    spec.write_text(json.dumps(job.spec()))
+    code, err = runner._python(["reference", str(spec), str(ref)], 600)
+    assert code == 0, err
+    saved = torch.load(ref, weights_only=True)
+    saved["logits"] = {m: 2 * v for m, v in saved["logits"].items()}
+    torch.save(saved, ref)
+    records = [{"case": "prefill", "status": "fail", "detail": "logits differ from eager: relative RMSE 1 > 0.001"}]
+    runner._stock_inductor_verdict(job, records, str(spec), str(ref), str(tmp_path / "stock.json"), 600)
+    assert runner.STOCK_INDUCTOR_TOO in records[0]["detail"] and "(relative RMSE 0.5)" in records[0]["detail"], \
+        records[0]["detail"]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    from model_sweep import classify
+    assert classify(1, "", [{**records[0], "mode": "prefill", "dtype": "fp32"}])[0] == "compile"

@@ -312,6 +312,15 @@ def _analyse_program(module: Module, grid: tuple[int, int, int], args: list[Any]
 
 
 _LOADS = ("tt.load", "tt.descriptor_load")
+#: ops _Walker.op counts besides elementwise work, and those whose regions it walks
+_COUNTED = frozenset({"tt.load", "tt.descriptor_load", "tt.store", "tt.descriptor_store", "tt.atomic_rmw",
+                      "tt.atomic_cas", "tt.dot", "tt.dot_scaled", "tt.reduce", "tt.scan", "tt.trans", "tt.gather",
+                      "tt.histogram"})
+_CONTROL = frozenset({"scf.for", "scf.if", "scf.while", "tt.call"})
+#: ops whose tensor results _Walker._track follows (strides, splat scalars)
+_TRACKED = frozenset({"tt.make_range", "tt.splat", "arith.constant", "tt.expand_dims", "tt.broadcast", "arith.extsi",
+                      "arith.extui", "arith.trunci", "arith.index_cast", "tt.trans", "arith.addi", "arith.subi",
+                      "tt.addptr", "arith.muli", "arith.shli", "tt.make_tensor_ptr"})
 #: ops an operand passes through on its way from memory to tt.dot without becoming a new value
 _PASS = ("tt.trans", "tt.reshape", "tt.broadcast", "tt.expand_dims", "arith.extf", "arith.truncf",
          "tt.fp_to_fp", "arith.sitofp", "arith.uitofp", "tt.bitcast", "arith.bitcast", "ttg.convert_layout")
@@ -343,7 +352,9 @@ def _static_info(op: Op) -> tuple:
           and isinstance(op.results[0].type, TensorType) and isinstance(op.results[0].type.elem, ScalarType)
           and op.results[0].type.elem.is_int):
         vec = (("vector", dtype_name(op.results[0].type), ""), _numel(op.results[0].type))
-    return fdtypes, vec
+    # results that are all tensors: their values are never known (only scalars are folded)
+    tensors = bool(op.results) and all(isinstance(r.type, TensorType) for r in op.results)
+    return fdtypes, vec, tensors
 
 
 class _Walker:
@@ -359,7 +370,7 @@ class _Walker:
         else:  # where each value is defined, each op's loop and what it computes: alike for every program
             self.defs: dict[Value, Op] = {}
             self.loop_of: dict[int, int | None] = {}  # id(op) -> id of its innermost scf.for
-            self.static: dict[int, tuple] = {}       # id(op) -> (float result dtypes, vector work or None)
+            self.static: dict[int, tuple] = {}       # id(op) -> _static_info(op)
             for func in module.funcs.values():
                 for block in func.body.blocks:
                     self._index(block, None)
@@ -517,7 +528,7 @@ class _Walker:
         if any(v in self.indirect for v in op.operands) or (n in _LOADS and isinstance(r.type, TensorType)):
             for res in op.results:
                 self.indirect.add(res)
-        if not isinstance(r.type, TensorType):
+        if n not in _TRACKED or not isinstance(r.type, TensorType):
             return
         rank = len(r.type.shape)
         st = self.strides.get
@@ -584,13 +595,15 @@ class _Walker:
 
     def op(self, op: Op, env: dict, mult: float) -> None:
         c, n = self.c, op.name
-        fdtypes, vec = self.static[id(op)]
+        fdtypes, vec, tensors = self.static[id(op)]
         if fdtypes:
             c.dtypes.update(fdtypes)
         self._propagate_origin(op)
         self._track(op, env)
         if vec is not None:  # elementwise work: vector or special-function operations
             c.flops[vec[0]] += mult * vec[1]
+        elif n not in _COUNTED:
+            pass
         elif n == "tt.load" or n == "tt.descriptor_load":
             c.bytes_loaded += mult * _bytes(op.results[0].type)
             self._traffic(c.loaded_by_arg, op.operands[0], mult * _bytes(op.results[0].type))
@@ -631,7 +644,9 @@ class _Walker:
                 c.reductions += mult
         elif n in _RESHAPES and op.results:
             c.reshape_bytes = max(c.reshape_bytes, sum(_value_bytes(v) for v in op.results))
-        if n == "scf.for":
+        if n not in _CONTROL:
+            pass
+        elif n == "scf.for":
             trips = self._trips(env, op)
             body = op.regions[0].entry
             site = c.loops.setdefault(id(op), LoopSite(parent=self.loop))
@@ -673,6 +688,8 @@ class _Walker:
                 if callee.body.blocks:
                     for r, v in zip(op.results, _terminator_operands(callee.body.blocks[-1], "tt.return")):
                         env[r] = inner.get(v)
+            return
+        if tensors:  # a tensor's value is never known: nothing to fold
             return
         vals = [env.get(v) for v in op.operands]
         if n == "tt.load" and not isinstance(op.results[0].type, TensorType):
@@ -802,19 +819,23 @@ def _fold(op: Op, vals: list, grid: tuple[int, int, int], pid: tuple[int, int, i
             return [grid[op.attrs["axis"]]]
         if None in a:
             return [None] * len(op.results)
-        simple = {"arith.addi": lambda: a[0] + a[1], "arith.subi": lambda: a[0] - a[1],
-                  "arith.muli": lambda: a[0] * a[1], "arith.divsi": lambda: int(a[0] / a[1]),
-                  "arith.divui": lambda: a[0] // a[1], "arith.remsi": lambda: a[0] % a[1],
-                  "arith.ceildivsi": lambda: -(-a[0] // a[1]), "arith.floordivsi": lambda: a[0] // a[1],
-                  "arith.maxsi": lambda: max(a), "arith.minsi": lambda: min(a),
-                  "arith.extsi": lambda: a[0], "arith.extui": lambda: a[0], "arith.trunci": lambda: a[0],
-                  "arith.index_cast": lambda: a[0], "arith.select": lambda: a[1] if a[0] else a[2],
-                  "arith.cmpi": lambda: _cmp(op.attrs["predicate"], a[0], a[1])}
-        if n in simple:
-            return [simple[n]()]
+        f = _SIMPLE.get(n)
+        if f is not None:
+            return [f(a, op)]
     except (ZeroDivisionError, TypeError, KeyError):
         pass
     return [None] * len(op.results)
+
+
+#: scalar integer operations _fold evaluates: name -> f(operand values, op)
+_SIMPLE = {"arith.addi": lambda a, op: a[0] + a[1], "arith.subi": lambda a, op: a[0] - a[1],
+           "arith.muli": lambda a, op: a[0] * a[1], "arith.divsi": lambda a, op: int(a[0] / a[1]),
+           "arith.divui": lambda a, op: a[0] // a[1], "arith.remsi": lambda a, op: a[0] % a[1],
+           "arith.ceildivsi": lambda a, op: -(-a[0] // a[1]), "arith.floordivsi": lambda a, op: a[0] // a[1],
+           "arith.maxsi": lambda a, op: max(a), "arith.minsi": lambda a, op: min(a),
+           "arith.extsi": lambda a, op: a[0], "arith.extui": lambda a, op: a[0], "arith.trunci": lambda a, op: a[0],
+           "arith.index_cast": lambda a, op: a[0], "arith.select": lambda a, op: a[1] if a[0] else a[2],
+           "arith.cmpi": lambda a, op: _cmp(op.attrs["predicate"], a[0], a[1])}
 
 
 def _cmp(pred: str, x, y) -> bool:

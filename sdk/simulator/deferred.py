@@ -216,6 +216,11 @@ class DeferredFloats(TorchDispatchMode):
         to run on a copy of the generator's state from before it if its values are ever needed."""
         kind, n, dtype = e.draw
         e.state = e.generator.get_state()
+        words = draw_words(kind, dtype, n)
+        if words is not None:  # the same 32-bit words drawn as integers, a cheaper draw
+            _advance(e.generator, words)
+            _drop(self.s.chains, e.generator._cdata, e)
+            return
         scratch = self._scratch.get(dtype)
         if scratch is None:
             scratch = self._scratch[dtype] = torch.empty(SKIP_CHUNK, dtype=dtype)
@@ -277,10 +282,14 @@ class DeferredFloats(TorchDispatchMode):
                     self._skip(w) if w.draw is not None else self._run(w)
         from torch.utils._python_dispatch import _disable_current_modes
         with _disable_current_modes():  # run as recorded, by no mode (called from outside a dispatch too)
-            out = e.func(*e.args, **kwargs)
-            if e.outputs:
-                for dst, src in zip(e.outputs, [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]):
-                    dst.copy_(src)
+            into = _out_variant(e.func) if len(e.outputs) == 1 else None
+            if into is not None:  # computed straight into the tensor handed out, no copy
+                into(*e.args, **kwargs, out=e.outputs[0])
+            else:
+                out = e.func(*e.args, **kwargs)
+                if e.outputs:
+                    for dst, src in zip(e.outputs, [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]):
+                        dst.copy_(src)
         self.forced += 1
         for k in e.writes:
             _drop(s.writers, k, e)
@@ -312,6 +321,28 @@ class DeferredFloats(TorchDispatchMode):
             setattr(torch.Tensor, name, orig)
         self._patched.clear()
         return super().__exit__(*exc)
+
+
+_OUT: dict = {}
+
+
+def _out_variant(func):
+    """The operator's `out=` overload taking the same arguments (add.Tensor -> add.out, randn.generator
+    -> randn.generator_out): the same kernel, writing into a given tensor. None where it has none."""
+    if func not in _OUT:
+        want = [(a.name, str(a.type)) for a in func._schema.arguments]
+        found = None
+        packet = func.overloadpacket
+        for name in packet.overloads():
+            cand = getattr(packet, name)
+            args = cand._schema.arguments
+            outs = [a for a in args if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+            if len(outs) == 1 and outs[0].name == "out" and len(cand._schema.returns) == 1 \
+                    and [(a.name, str(a.type)) for a in args if a is not outs[0]] == want:
+                found = cand
+                break
+        _OUT[func] = found
+    return _OUT[func]
 
 
 _CPU_KEYS = ("CPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
@@ -350,6 +381,55 @@ def _drop(table: dict, key, e: _Entry) -> None:
 #: elements a skipped draw is drawn through at a time (a multiple of 16: normal draws fill blocks of 16)
 SKIP_CHUNK = 1 << 20
 _SKIPPABLE = {"randn": "normal", "normal_": "normal", "rand": "uniform", "uniform_": "uniform"}
+
+
+_WORDS: dict = {}
+#: draw sizes probed per (distribution, dtype): multiples of 16 and not (normal draws fill blocks of 16)
+_PROBE_SIZES = (48, 53, 80, 85)
+
+
+def draw_words(kind: str, dtype: torch.dtype, n: int) -> int | None:
+    """The 32-bit words of a CPU generator a draw of `n` values (n >= 16, one contiguous tensor)
+    consumes, where that follows `words_per_value * n`, plus a fixed number when n is not a
+    multiple of 16 (PyTorch's normal draws redraw their last block of 16); found by probing the
+    generator once per distribution and type and checked on a second size of each kind. None
+    where the draws follow no such rule (16-bit normal draws not a multiple of 16): then the draw
+    itself is repeated (DeferredFloats._skip)."""
+    key = (kind, dtype, n % 16 != 0)
+    if key not in _WORDS:
+        _WORDS[key] = _probe_words(kind, dtype, n % 16 != 0)
+    rule = _WORDS[key]
+    return None if rule is None else rule[0] * n + rule[1]
+
+
+def _probe_words(kind: str, dtype: torch.dtype, ragged: bool) -> tuple[int, int] | None:
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def state_after(fn) -> torch.Tensor:
+        g = torch.Generator().manual_seed(20261124)
+        fn(g)
+        return g.get_state()
+    sizes = [m for m in _PROBE_SIZES if (m % 16 != 0) == ragged]
+    with _disable_current_modes():
+        draws = {m: state_after(lambda g: getattr(torch.empty(m, dtype=dtype), kind + "_")(generator=g))
+                 for m in sizes}
+        for per in (1, 2):
+            for extra in ((0, 16 * per, 32 * per) if ragged else (0,)):
+                if all(torch.equal(draws[m], state_after(lambda g: _advance(g, per * m + extra))) for m in sizes):
+                    return per, extra
+    return None
+
+
+def _advance(gen: torch.Generator, words: int) -> None:
+    """Move a CPU generator past `words` 32-bit words (int32 draws take one word each)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes():
+        buf = torch.empty(min(words, SKIP_CHUNK), dtype=torch.int32)
+        done = 0
+        while done < words:
+            k = min(SKIP_CHUNK, words - done)
+            buf[:k].random_(generator=gen)
+            done += k
 
 
 def _skippable(func, kwargs, outs, written) -> tuple | None:

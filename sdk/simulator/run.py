@@ -170,8 +170,8 @@ def analyse_launches(launches: list, queried: bool = False, host: HostWork | Non
                      memo: dict | None = None) -> Captured:
     """Each raw launch analysed; what one launch stores is not read back by later ones (nothing
     ran, so it holds no real data). `host`: the call's host work (captured with the launches).
-    `memo`: analyses of launches seen before (the same compiled kernel, grid, arguments and
-    integer data: one call captured for another target that launches the same), reused."""
+    `memo`: analyses of launches seen before (the same TTIR, grid, arguments and integer data:
+    one call captured for another target that launches the same, compiled again for it), reused."""
     import copy
     out, written = Captured(), []
     for launch in launches:
@@ -182,7 +182,7 @@ def analyse_launches(launches: list, queried: bool = False, host: HostWork | Non
             counts = analyse(launch.module, launch.grid, launch.args, unwritten=written,
                              num_warps=launch.num_warps, num_stages=launch.num_stages)
             if key is not None:
-                memo[key] = (launch.module, copy.deepcopy(counts))  # the module kept: its id stays its own
+                memo[key] = (launch.module, copy.deepcopy(counts))  # the module kept alive: its ops' ids key the sites
         out.append(counts)
         written += [(a.address, a.nbytes) for a in launch.args
                     if isinstance(a, DeviceArg) and counts.stored_by_arg.get(a.name)]
@@ -192,9 +192,10 @@ def analyse_launches(launches: list, queried: bool = False, host: HostWork | Non
 
 
 def _launch_key(launch, written: list) -> tuple:
-    """What an analysis of a launch depends on: the compiled kernel, grid, launch options, every
-    argument (a tensor by its place, size, type and the integer data it holds) and the memory
-    earlier launches of the call wrote."""
+    """What an analysis of a launch depends on: the kernel's TTIR (the same text compiled for
+    another target is the same kernel to an analysis), grid, launch options, every argument (a
+    tensor by its place, size, type and the integer data it holds) and the memory earlier
+    launches of the call wrote."""
     import hashlib
     args = []
     for a in launch.args:
@@ -206,7 +207,7 @@ def _launch_key(launch, written: list) -> tuple:
             args.append((a.name, a.address, a.nbytes, a.dtype, data))
         else:
             args.append(repr(a))
-    return (id(launch.module), tuple(launch.grid), launch.num_warps, launch.num_stages, tuple(args), tuple(written))
+    return (launch.module.text, tuple(launch.grid), launch.num_warps, launch.num_stages, tuple(args), tuple(written))
 
 
 def lightweight(launches: list) -> list:

@@ -36,25 +36,6 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2 and "--timeout" in proc.stderr
 
 
-def test_refused_configs_are_their_own_class_with_the_commands_line(tmp_path):
-    configs = tmp_path / "configs"
-    for name, cfg in (("bert-base", {"model_type": "bert", "architectures": ["BertForMaskedLM"]}),
-                      ("t5-small", {"model_type": "t5", "is_encoder_decoder": True}),
-                      ("mystery", {"model_type": "no_such_arch"})):
-        (configs / name).mkdir(parents=True)
-        (configs / name / "config.json").write_text(json.dumps(cfg))
-    proc = _sweep(str(configs), "--out", str(tmp_path / "s"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    data = json.loads((tmp_path / "s.json").read_text())
-    by = {m["name"]: m for m in data["models"]}
-    assert data["counts"]["refused"] == 3 and data["versions"]["transformers"]
-    assert all(m["exit_code"] == 2 and m["cls"] == "refused" and not m["records"] for m in by.values())
-    assert "encoder" in by["bert-base"]["reason"] and "encoder-decoder" in by["t5-small"]["reason"]
-    assert "no_such_arch" in by["mystery"]["reason"]
-    table = (tmp_path / "s.md").read_text()
-    assert "| bert-base | bert | refused | 2 |" in table
-
-
 @pytest.mark.parametrize("code, stderr, records, cls", [
     (0, "", [{"mode": "prefill", "dtype": "fp32", "status": "pass", "detail": ""}], "pass"),
     (2, "[transformers] a warning\nday0: error: model_type 'x' is not known\n", [], "refused"),
@@ -65,6 +46,11 @@ def test_refused_configs_are_their_own_class_with_the_commands_line(tmp_path):
     (1, "", [{"mode": "prefill", "dtype": "fp32", "status": "unsupported", "detail": "1 kernel(s) need ops"}],
      "unsupported"),
     (1, "", [{"mode": "decode", "dtype": "fp32", "status": "fail", "detail": "logits differ"}], "day0"),
+    (1, "", [{"mode": "decode", "dtype": "fp32", "status": "fail",
+              "detail": f"logits differ; {model_sweep.STOCK_INDUCTOR_TOO} (relative RMSE 1.1)"}], "compile"),
+    (1, "", [{"mode": "decode", "dtype": "fp32", "status": "fail", "detail": "logits differ"},
+             {"mode": "prefill", "dtype": "fp32", "status": "fail",
+              "detail": f"logits differ; {model_sweep.STOCK_INDUCTOR_TOO} (relative RMSE 1.1)"}], "day0"),
     (0, "", [{"mode": "decode", "dtype": "fp32", "status": "fail", "detail": "logits differ"}], "day0"),
     ("timeout", "", [], "day0"),
     (-9, "", [], "day0"),

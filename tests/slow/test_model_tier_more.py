@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("transformers", reason="transformers not installed (pip install transformers)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_model_tier import BAMBA, GPT2, ZAMBA2, _config, _day0, _write  # noqa: E402
+from test_model_tier import BAMBA, GPT2, ZAMBA2, _config, _day0, _plan_config, _write  # noqa: E402
+from test_model_sweep import _sweep  # noqa: E402
 
 from sdk.conformance.results import load_results  # noqa: E402
 
@@ -132,3 +133,90 @@ def test_logits_stock_inductor_gets_wrong_too_are_torch_compiles_failure(tmp_pat
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
     from model_sweep import classify
     assert classify(1, "", [{**records[0], "mode": "prefill", "dtype": "fp32"}])[0] == "compile"
+
+
+def _llama_job(tmp_path):
+    cfg = _config("llama", hidden_size=512, num_attention_heads=8, num_key_value_heads=8, intermediate_size=1024,
+                  num_hidden_layers=2, vocab_size=1000)
+    return _plan_config(tmp_path, "small", cfg)
+
+
+def test_an_eager_failure_the_scaled_config_alone_causes_is_a_day0_bug(tmp_path):
+    """The eager reference fails on a scaled config (key heads that do not divide the query heads)
+    while the published config runs on the meta device: the record says the scale rule is at
+    fault, and the sweep classes it day0, not eager."""
+    import dataclasses
+    from sdk.modeltier.runner import run_job
+    job = _llama_job(tmp_path)
+    assert job.published["hidden_size"] == 512 and job.config["hidden_size"] < 512
+    broken = dataclasses.replace(job, config={**job.config, "num_key_value_heads": 3})
+    recs = run_job(broken, timeout=300)
+    assert [r["status"] for r in recs] == ["error", "error"]
+    assert all(r["detail"].startswith("day0 bug: the scaled config breaks transformers' eager model") and
+               "must match" in r["detail"] for r in recs), recs[0]["detail"]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    from model_sweep import classify
+    assert classify(1, "", [{**r, "mode": r["case"]} for r in recs])[0] == "day0"
+
+
+def test_an_eager_failure_the_published_config_shares_is_transformers_own(tmp_path):
+    """Key heads that divide neither the published nor the scaled query heads: eager fails on
+    both, the record keeps "eager reference failed" and says the published config fails too."""
+    import dataclasses
+    from sdk.modeltier.runner import run_job
+    job = _llama_job(tmp_path)
+    both = dataclasses.replace(job, config={**job.config, "num_key_value_heads": 3},
+                               published={**job.published, "num_key_value_heads": 3})
+    recs = run_job(both, timeout=300)
+    assert all(r["status"] == "error" and r["detail"].startswith("eager reference failed: RuntimeError") and
+               "; transformers fails on the published config too (RuntimeError: The size of tensor a (8) must "
+               "match the size of tensor b (6)" in r["detail"] and r["detail"].endswith("on the meta device")
+               for r in recs), recs[0]["detail"]
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    from model_sweep import classify
+    assert classify(1, "", [{**r, "mode": r["case"]} for r in recs])[0] == "eager"
+
+
+def test_missing_ops_are_listed_with_every_kernel_that_needs_them(tmp_path):
+    llama = _write(tmp_path, "llama", _config("llama", vocab_size=1000))
+    out = tmp_path / "u.jsonl"
+    proc = _day0("model", str(llama), "--backend", "no_addf", "--mode", "prefill", "--out", str(out),
+                 env={"DAY0_BACKENDS": "no_addf=doubles.faulty_backend:NoAddBackend"})
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (rec,) = load_results(out).records
+    assert rec.status == "unsupported" and "arith.addf" in rec.detail, rec
+    needing = [k for k in rec.kernels if k["status"] == "unsupported"]
+    assert len(needing) >= 2 and all(any(m.startswith("arith.addf") for m in k["missing_ops"]) for k in needing)
+    # the report shows the model tier beside the kernel tier, and the op unlocks the model end to end
+    from sdk.report import build_report
+    from sdk.report.inputs import load_inputs, model_needs
+    inputs = load_inputs([out])
+    report = build_report(inputs, model_needs())
+    (column,) = report.columns
+    row = next(m for m in report.models if m.name == "llama")
+    e2e = row.end_to_end[column.key]
+    assert e2e.verdict == "does not run" and "prefill/fp32 unsupported" in e2e.detail
+    # the headline's next step: the one op that runs the model end to end
+    (head,) = report.headlines
+    assert head.path and head.path[0].models == ["llama"] and [o.name for o in head.path[0].ops] == ["arith.addf"]
+    entry = next(e for e in report.unlock[column.key] if e.name.startswith("arith.addf"))
+    assert "llama (end to end)" in entry.unlocks and set(entry.kernels) == {k["name"] for k in needing}
+
+
+def test_refused_configs_are_their_own_class_with_the_commands_line(tmp_path):
+    configs = tmp_path / "configs"
+    for name, cfg in (("bert-base", {"model_type": "bert", "architectures": ["BertForMaskedLM"]}),
+                      ("t5-small", {"model_type": "t5", "is_encoder_decoder": True}),
+                      ("mystery", {"model_type": "no_such_arch"})):
+        (configs / name).mkdir(parents=True)
+        (configs / name / "config.json").write_text(json.dumps(cfg))
+    proc = _sweep(str(configs), "--out", str(tmp_path / "s"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads((tmp_path / "s.json").read_text())
+    by = {m["name"]: m for m in data["models"]}
+    assert data["counts"]["refused"] == 3 and data["versions"]["transformers"]
+    assert all(m["exit_code"] == 2 and m["cls"] == "refused" and not m["records"] for m in by.values())
+    assert "encoder" in by["bert-base"]["reason"] and "encoder-decoder" in by["t5-small"]["reason"]
+    assert "no_such_arch" in by["mystery"]["reason"]
+    table = (tmp_path / "s.md").read_text()
+    assert "| bert-base | bert | refused | 2 |" in table

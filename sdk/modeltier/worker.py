@@ -69,12 +69,13 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None, keep=None) -> dict[
     with torch.no_grad():
         with (on_mode("prefill") if on_mode else _null()):
             first = model(ids, use_cache=True)
-            if "decode" in modes and _cache_key(first, takes) is None and "past_key_values" in takes:
+            given = next((k for k in ("cache", "past_key_values") if k in takes), None)  # transformers >= 5.24: cache
+            if "decode" in modes and _cache_key(first, takes) is None and given:
                 # a decoder whose caller makes the cache, as generate() does for the text model of a
                 # multimodal one: the prefill again, into a cache made from the model's config
                 from transformers import DynamicCache
                 cache = DynamicCache(config=getattr(model, "_orig_mod", model).config)
-                first = model(ids, past_key_values=cache, use_cache=True)
+                first = model(ids, **{given: cache}, use_cache=True)
         out["prefill"] = keep(first)
         if "decode" in modes:
             cache_key = _cache_key(first, takes)
@@ -91,8 +92,11 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None, keep=None) -> dict[
 
 
 def _cache_key(result, takes) -> str | None:
-    """Where a prefill's output holds its cache: past_key_values, cache_params, or another output
-    field the model takes back (RWKV's state)."""
+    """Where a prefill's output holds its cache, under the name the model takes it back: cache
+    (transformers >= 5.24), past_key_values, cache_params, or another output field the model
+    takes back (RWKV's state)."""
+    if "cache" in takes and getattr(result, "cache", None) is not None:
+        return "cache"
     return next((k for k in ("past_key_values", "cache_params") if getattr(result, k, None) is not None),
                 None) or next((k for k in result.keys() if k in takes and result[k] is not None), None)
 

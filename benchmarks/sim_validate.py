@@ -3,7 +3,7 @@
     python benchmarks/sim_validate.py --calibrate results/sim_v2/h100.json --calibrate-device nvidia_h100 \
         --holdout results/sim_v2/h200.json --holdout-device nvidia_h200 \
         --out results/sim_v2/validation.json [--write-efficiencies sdk/simulator/efficiencies.json] \
-        [--cache /tmp/sim_counts.pkl]
+        [--cache /tmp/sim_counts.pkl] [--probe probe_access.json] [--latency-probe probe_latency.json]
 
 Inputs are benchmarks/sim_measure.py results (median times of every suite kernel's full cases).
 Every measured (kernel, case, dtype) is captured once here (no GPU: TTIR and launch arguments, the
@@ -169,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                     "while the capture and the kernels are unchanged; analysed again each run")
     ap.add_argument("--probe", type=Path, help="benchmarks/sim_probe_access.py JSON from the calibration GPU: the "
                     "element-strided load and store rates (measured, not fitted)")
+    ap.add_argument("--latency-probe", type=Path, help="benchmarks/sim_probe_latency.py JSON from the calibration GPU: "
+                    "the DRAM latency a load waits, measured there rather than fitted")
     ap.add_argument("--no-loko", action="store_true", help="skip leave-one-kernel-out")
     args = ap.parse_args(argv)
 
@@ -207,6 +209,12 @@ def main(argv: list[str] | None = None) -> int:
         start = replace(start, **strided_rates(json.loads(args.probe.read_text()), cal_device))
         print(f"element-strided accesses (measured by {args.probe}): {start.strided_loads_per_clock:.3f} loads, "
               f"{start.strided_stores_per_clock:.3f} stores per unit per clock")
+    if args.latency_probe:
+        lat = [r["latency_s"] for r in json.loads(args.latency_probe.read_text())["rows"] if r["buffer"] == "dram"]
+        if lat:
+            start = replace(start, dram_latency_s=lat[0])
+            fixed += ("dram_latency_s",)
+            print(f"DRAM latency (measured by {args.latency_probe}): {lat[0] * 1e9:.0f} ns")
     # fixed per-launch costs (the floor, the host's) scale from the calibration GPU's host to another
     # device's by an empty launch measured on each (the device models' measured launch overhead)
     start = replace(start, launch_reference_s=cal_device.host_launch_s)

@@ -17,8 +17,6 @@ Checked: each chain ends where the CPU's walk of the same cycle ends. Prints a t
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -28,6 +26,7 @@ import triton.language as tl
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from sdk.fileio import atomic_write_text, json_text  # noqa: E402
 
 BLOCK_ELEMENTS = 512  # int64 elements in 4 KiB: one visited element per block
 
@@ -107,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "torch": torch.__version__,
               "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, args.out)
+    atomic_write_text(args.out, json_text(result, indent=1))
     return 0
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sdk.cli import OneLineParser  # noqa: E402
 from sdk.errors import ConfigError  # noqa: E402
 from sdk.fileio import atomic_write_text, read_bytes  # noqa: E402
 
@@ -68,11 +69,7 @@ def types_of(folder: Path) -> set[str]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> None:
-            self.exit(2, f"default_configs: error: {message}\n")
-
-    p = Parser(prog="default_configs", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="default_configs", description=__doc__.splitlines()[0])
     p.add_argument("out_dir", type=Path, help="writes OUT_DIR/<model_type>-defaults/config.json")
     p.add_argument("--skip-types-of", type=Path, metavar="CONFIG_DIR",
                    help="leave out the model types of the configs in this folder")

@@ -52,6 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sdk.cli import OneLineParser  # noqa: E402
 from sdk.errors import ConfigError  # noqa: E402
 from sdk.fileio import atomic_write_text, json_text, read_bytes  # noqa: E402
 from sdk.modeltier.runner import STOCK_INDUCTOR_TOO  # noqa: E402
@@ -232,11 +233,7 @@ def to_markdown(outcomes: list[Outcome], args: argparse.Namespace, runs: list[di
 
 # ------------------------------------------------------------------------------------- main
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> None:
-            self.exit(2, f"model_sweep: error: {message}\n")
-
-    p = Parser(prog="model_sweep", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="model_sweep", description=__doc__.splitlines()[0])
     p.add_argument("config_dir", type=Path, help="a folder of NAME/config.json or NAME.json files")
     p.add_argument("--out", required=True, metavar="PREFIX", help="writes PREFIX.md and PREFIX.json")
     p.add_argument("--backend", default="cpu_interp")

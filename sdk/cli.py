@@ -14,16 +14,19 @@ COMMANDS = ("backends", "conformance", "model", "merge", "ops", "report", "cover
             "simulate")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, like every other user error
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line and exit 2, like every other user error (the
+    day0 command and the scripts beside it)."""
+
+    def error(self, message: str) -> None:
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="day0", description="Bring up Triton on a new accelerator and prove, kernel by "
+    parser = OneLineParser(prog="day0", description="Bring up Triton on a new accelerator and prove, kernel by "
                      "kernel, which models run on it.")
     parser.add_argument("--version", action="version", version=f"day0 {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for name in COMMANDS:
         try:
             module = importlib.import_module(f"sdk.commands.{name}")

@@ -164,6 +164,21 @@ def _plan_config(tmp_path: Path, name: str, cfg: dict):
     return job
 
 
+def _decode_equals_one_pass(spec: dict):
+    """Build `spec`'s model; its decode step after the prefill (with the cache or state the prefill
+    leaves) must equal the last position of one pass over the prompt and the next token. Returns
+    the model and the prompt."""
+    import torch
+    from sdk.modeltier.worker import _output, build, forward, inputs
+    model, config = build(spec)
+    ids, nxt = inputs(spec, config.vocab_size)
+    with torch.no_grad():
+        whole = _output(model(torch.cat([ids, nxt], dim=1)))[:, -1:]
+    out = forward(model, ids, nxt, ["prefill", "decode"])
+    torch.testing.assert_close(out["decode"], whole, rtol=1e-4, atol=1e-5)
+    return model, ids
+
+
 def _built(job):
     """The scaled config as transformers builds it, and the model's module class names."""
     from sdk.modeltier.worker import build
@@ -272,18 +287,10 @@ def test_a_model_that_returns_no_cache_is_said_so_before_decode():
 def test_a_recurrent_state_returned_under_its_own_name_carries_the_decode():
     """RWKV returns and takes its recurrent state as `state`: the decode step continues it, and
     its logits equal those of one pass over the prompt and the next token together."""
-    import torch
     from transformers import RwkvConfig
-    from sdk.modeltier.worker import build, forward, inputs
     mt, cfg = text_config(RwkvConfig(hidden_size=64, attention_hidden_size=64, intermediate_size=128,
                                      num_hidden_layers=2, vocab_size=256, context_length=64).to_dict())
-    spec = {"config": {**cfg, "model_type": mt}, "seed": 0, "dtype": "fp32", "batch": 1, "tokens": 6}
-    model, config = build(spec)
-    ids, nxt = inputs(spec, config.vocab_size)
-    out = forward(model, ids, nxt, ["prefill", "decode"])
-    with torch.no_grad():
-        whole = model(torch.cat([ids, nxt], dim=1)).logits[:, -1:].float()
-    torch.testing.assert_close(out["decode"], whole, rtol=1e-4, atol=1e-5)
+    _decode_equals_one_pass({"config": {**cfg, "model_type": mt}, "seed": 0, "dtype": "fp32", "batch": 1, "tokens": 6})
 
 
 def test_per_layer_lists_and_repeated_depths_are_scaled(tmp_path):
@@ -352,7 +359,6 @@ def test_floats_json_cannot_hold_are_read_as_transformers_writes_them(tmp_path):
     ("qwen2_vl", "Qwen2VLTextModel"),           # a multimodal model's text model: hidden states compared
 ])
 def test_the_class_built_is_the_one_that_generates_from_this_config_class(model_type, cls):
-    from sdk.modeltier.classes import model_class
     from sdk.modeltier.runner import _text_config
     _, text, found, output = _text_config({"model_type": model_type})
     assert found.__name__ == cls and found.config_class is type(text)
@@ -472,17 +478,11 @@ def test_a_text_model_whose_caller_makes_the_cache_gets_one(tmp_path):
     multimodal model makes one, as generate() does): the prefill runs into a cache made from the
     config, and the decode step's hidden state equals one pass over the prompt and the next token."""
     import torch
-    from sdk.modeltier.worker import build, forward, inputs
     job = _plan_config(tmp_path, "granite4_vision", _defaults("granite4_vision"))
     assert job.output == "hidden states"
-    spec = {**job.spec(), "tokens": 6}
-    model, config = build(spec)
-    ids, nxt = inputs(spec, config.vocab_size)
+    model, ids = _decode_equals_one_pass({**job.spec(), "tokens": 6})
     with torch.no_grad():
         assert model(ids, use_cache=True).past_key_values is None  # it makes none of its own
-        whole = model(torch.cat([ids, nxt], dim=1)).last_hidden_state[:, -1:].float()
-    out = forward(model, ids, nxt, ["prefill", "decode"])
-    torch.testing.assert_close(out["decode"], whole, rtol=1e-4, atol=1e-5)
 
 
 def test_heads_that_span_the_width_as_published_still_span_it(tmp_path):
@@ -490,7 +490,6 @@ def test_heads_that_span_the_width_as_published_still_span_it(tmp_path):
     is hidden x hidden: scaled, heads x head_dim is still the width, and the eager model runs (a shape
     error before, with 4 heads of 128 over a width of 128). A head dim that does not span the width
     as published (Gemma-7B's 16 x 256 over 3072) gets a width the heads divide."""
-    import torch
     from sdk.modeltier.worker import build, forward, inputs
     job = _plan_config(tmp_path, "helium", _defaults("helium"))
     c = job.config
@@ -508,18 +507,10 @@ def test_a_stack_run_in_cycles_keeps_its_cycles(tmp_path):
     """HRM runs one stack of 16 layers H_cycles x (L_cycles + 1) times and counts every run as a
     layer (num_hidden_layers 128): the stack is the depth that shrinks, the count follows it (the
     model failed with an IndexError when only the count shrank)."""
-    import torch
-    from sdk.modeltier.worker import build, forward, inputs
     job = _plan_config(tmp_path, "hrm", _defaults("hrm_text"))
     c = job.config
     assert c["num_layers_per_stack"] == 2 and c["num_hidden_layers"] == 2 * c["H_cycles"] * (c["L_cycles"] + 1)
-    spec = {**job.spec(), "tokens": 6}
-    model, config = build(spec)
-    ids, nxt = inputs(spec, config.vocab_size)
-    out = forward(model, ids, nxt, ["prefill", "decode"])
-    with torch.no_grad():
-        whole = model(torch.cat([ids, nxt], dim=1)).logits[:, -1:].float()
-    torch.testing.assert_close(out["decode"], whole, rtol=1e-4, atol=1e-5)
+    _decode_equals_one_pass({**job.spec(), "tokens": 6})
 
 
 def test_a_layer_type_transformers_needs_twice_appears_twice(tmp_path):

@@ -211,9 +211,10 @@ def run_job(job: Job, timeout: float = 600.0) -> list[dict]:
             json.dump(job.spec(), fh, default=str)
         code, err = _python(["reference", spec, ref], timeout)
         if code != 0:
-            detail = f"eager reference failed: {_failure(code, err)}"
+            why = _failure(code, err)
+            detail = f"eager reference failed: {why}"
             if code == 1 and job.published:
-                detail = _published_verdict(_failure(code, err), spec, timeout - (time.monotonic() - t0))
+                detail = _published_verdict(why, spec, timeout - (time.monotonic() - t0))
             return [{**base, "case": m, "status": "error", "detail": detail,
                      "wall_s": time.monotonic() - t0} for m in job.modes]
         left = max(1.0, timeout - (time.monotonic() - t0))

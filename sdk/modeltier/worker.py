@@ -115,9 +115,19 @@ class _null:
         return False
 
 
-def reference(spec: dict, out_path: str) -> None:
+def _hide_libraries() -> None:
+    """Make the LIBRARIES unimportable: transformers takes its PyTorch path for those layers."""
     for name in LIBRARIES:
-        sys.modules[name] = None  # import fails: transformers takes its PyTorch path
+        sys.modules[name] = None  # import fails
+
+
+def _relative_rmse(got, want) -> float:
+    """||got - want|| / ||want||, in fp64."""
+    return float((got - want).double().norm() / max(float(want.double().norm()), 1e-30))
+
+
+def reference(spec: dict, out_path: str) -> None:
+    _hide_libraries()
     import torch
     model, config = build(spec)
     ids, nxt = inputs(spec, config.vocab_size)
@@ -129,8 +139,7 @@ def published_on_meta(spec: dict) -> None:
     """The published (unscaled) config's model built and run, prefill and decode, on the meta
     device: no memory and no arithmetic, only shapes and transformers' own checks. It tells a config
     transformers cannot run at all from one the scale rule broke."""
-    for name in LIBRARIES:
-        sys.modules[name] = None
+    _hide_libraries()
     import torch
     published = {**spec, "config": spec["published"]}
     with torch.device("meta"):
@@ -144,16 +153,14 @@ def stock_inductor(spec: dict, ref_path: str, out_path: str) -> None:
     (its C++ code: no Triton, no backend), the libraries unimportable as for the reference. Writes
     each mode's relative RMSE against the reference: where it differs from eager too, torch.compile
     is at fault, not the backend."""
-    for name in LIBRARIES:
-        sys.modules[name] = None
+    _hide_libraries()
     import torch
     model, config = build(spec)
     ref = torch.load(ref_path, weights_only=True)
     model.load_state_dict(ref["state_dict"], strict=False)
     ids, nxt = inputs(spec, config.vocab_size)
     logits = forward(torch.compile(model, fullgraph=False, dynamic=False), ids, nxt, spec["modes"])
-    rmse = {mode: float((got - ref["logits"][mode]).double().norm()
-                        / max(float(ref["logits"][mode].double().norm()), 1e-30)) for mode, got in logits.items()}
+    rmse = {mode: _relative_rmse(got, ref["logits"][mode]) for mode, got in logits.items()}
     with open(out_path, "w") as fh:
         json.dump({"rmse": rmse}, fh)
 
@@ -207,9 +214,8 @@ def backend_run(spec: dict, ref_path: str, out_path: str) -> None:
                                      "seconds": timings.get(mode)}
             if mode in logits:
                 got, want = logits[mode], ref["logits"][mode]
-                diff = (got - want).double()
-                entry["rmse"] = float(diff.norm() / max(float(want.double().norm()), 1e-30))
-                entry["max_abs"] = float(diff.abs().max())
+                entry["rmse"] = _relative_rmse(got, want)
+                entry["max_abs"] = float((got - want).double().abs().max())
                 entry["finite"] = bool(torch.isfinite(got).all())
             elif error is not None and (rec is not None or mode == spec["modes"][0]):
                 entry["error"] = f"{type(error).__name__}: {_root_message(error)}"

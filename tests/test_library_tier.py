@@ -231,3 +231,21 @@ def test_manifests_name_library_kernels_with_their_distribution(tmp_path):
 
 
 # ------------------------------------------------------------------------ a user's own script
+
+
+def test_gdn_reference_segments_match_one_autograd_pass():
+    """The delta-rule reference keeps only each segment's first state for the backward
+    (checkpointed): its outputs and gradients equal one plain autograd pass over whole sequences."""
+    from unittest import mock
+
+    from sdk.conformance.library import fla
+    case = Case("v", {"B": 1, "T": 23, "H": 1, "HV": 2, "K": 8, "V": 4, "cu_seqlens": [0, 9, 23]})
+    x = fla._gdn_inputs(case, torch.float32, "cpu", torch.Generator().manual_seed(7))
+    with mock.patch.object(fla, "SEGMENT", 4):
+        split = fla._gdn_reference(x, case)
+    with mock.patch.object(fla, "SEGMENT", 10 ** 6):
+        whole = fla._gdn_reference(x, case)
+    assert set(split) == {"o", "ht", "dq", "dk", "dv", "dg", "dbeta", "dh0"}
+    for name, t in whole.items():
+        assert t.abs().max() > 0, name
+        torch.testing.assert_close(split[name], t, rtol=1e-12, atol=1e-12, msg=name)

@@ -79,32 +79,48 @@ def _gdn_inputs(case: Case, dtype: torch.dtype, device: str, gen: torch.Generato
     return x
 
 
+#: tokens per autograd checkpoint of the reference: every value head runs at once, and only the
+#: state at each segment's start is kept for the backward (a segment is recomputed there), so
+#: memory stays near SEGMENT x heads x K x V doubles whatever the sequence length
+SEGMENT = 32
+
+
+def _gdn_steps(state, qs, ks, v, g, beta):
+    """The gated delta rule over consecutive tokens of one sequence, every value head at once:
+    state [h, K, V]; qs, ks [L, h, K]; v [L, h, V]; g, beta [L, h]. -> (last state, outputs [L, h, V])."""
+    outs = []
+    for t in range(qs.shape[0]):
+        state = state * g[t].exp()[:, None, None]
+        kv = torch.einsum("hk,hkv->hv", ks[t], state)
+        u = beta[t][:, None] * (v[t] - kv)
+        state = state + ks[t][:, :, None] * u[:, None, :]
+        outs.append(torch.einsum("hk,hkv->hv", qs[t], state))
+    return state, torch.stack(outs)
+
+
 def _gdn_reference(x: dict, case: Case, backward: bool = True) -> dict:
     """The gated delta rule token by token in fp64 (value head hv reads key head hv // (HV / H)),
-    for a few value heads of one sequence at a time; with `backward`, autograd accumulates the
-    gradients of sum(o * do) + sum(ht * dht)."""
+    one sequence at a time; with `backward`, autograd (checkpointed every SEGMENT tokens)
+    accumulates the gradients of sum(o * do) + sum(ht * dht)."""
+    from torch.utils.checkpoint import checkpoint
     q, k, v, g, beta, h0 = leaves(x, ("q", "k", "v", "g", "beta", "h0"), torch.float64)
     H, HV, K = q.shape[2], v.shape[2], q.shape[3]
     o = torch.zeros(v.shape, dtype=torch.float64)
     ht = torch.zeros(h0.shape, dtype=torch.float64)
     do, dht = x["do"].double(), x["dht"].double()
+    kh = torch.arange(HV) // (HV // H)
     for b, bos, eos, n in _sequences(case):
-        step = max(1, min(HV, 1024 // max(1, eos - bos)))  # heads at once: bounded autograd memory
-        for h_lo in range(0, HV, step):
-            hs = slice(h_lo, min(HV, h_lo + step))
-            kh = torch.arange(HV)[hs] // (HV // H)
-            qs, ks = _l2n(q[b, bos:eos][:, kh]) * K ** -0.5, _l2n(k[b, bos:eos][:, kh])  # [L, h, K]
-            state, outs = h0[n, hs], []                                                 # [h, K, V]
-            for t in range(eos - bos):
-                state = state * g[b, bos + t, hs].exp()[:, None, None]
-                kv = torch.einsum("hk,hkv->hv", ks[t], state)
-                u = beta[b, bos + t, hs][:, None] * (v[b, bos + t, hs] - kv)
-                state = state + ks[t][:, :, None] * u[:, None, :]
-                outs.append(torch.einsum("hk,hkv->hv", qs[t], state))
-            out = torch.stack(outs)                                                     # [L, h, V]
-            if backward:
-                ((out * do[b, bos:eos, hs]).sum() + (state * dht[n, hs]).sum()).backward()
-            o[b, bos:eos, hs], ht[n, hs] = out.detach(), state.detach()
+        qs, ks = _l2n(q[b, bos:eos][:, kh]) * K ** -0.5, _l2n(k[b, bos:eos][:, kh])  # [L, HV, K]
+        state, outs = h0[n], []                                                     # [HV, K, V]
+        for s in range(0, eos - bos, SEGMENT):
+            e = min(eos - bos, s + SEGMENT)
+            part = (state, qs[s:e], ks[s:e], v[b, bos + s:bos + e], g[b, bos + s:bos + e], beta[b, bos + s:bos + e])
+            state, out = checkpoint(_gdn_steps, *part, use_reentrant=False) if backward else _gdn_steps(*part)
+            outs.append(out)
+        out = torch.cat(outs)                                                       # [L, HV, V]
+        if backward:
+            ((out * do[b, bos:eos]).sum() + (state * dht[n]).sum()).backward()
+        o[b, bos:eos], ht[n] = out.detach(), state.detach()
     ref = {"o": o, "ht": ht}
     if backward:
         ref.update({"d" + name: t.grad for name, t in zip(("q", "k", "v", "g", "beta", "h0"),

@@ -4,6 +4,8 @@ in fp32 only outputs judged to 1e-3 or looser; the blocked attention helper equa
 whatever its block size."""
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 import triton
@@ -171,11 +173,24 @@ def old_gemm_fp8(inp, case):
     return {"y": x @ w.T}
 
 
+def in_fp64(name: str):
+    """The kernel's own reference with refmath's precision rule set aside: fp64 throughout (the
+    8-bit GEMMs' references differ from their fp64 formulations only in that dtype)."""
+    def old(inp, case):
+        from unittest import mock
+        module = importlib.import_module(SUITE[name].reference.__module__)
+        with mock.patch.object(module, "compute_dtype", lambda t: torch.float64):
+            return SUITE[name].reference(inp, case)
+    return old
+
+
 OLD = {"silu_and_mul": old_silu_and_mul, "gelu_tanh_and_mul": old_gelu_tanh_and_mul, "relu2": old_relu2,
        "attn_prefill_gqa_gated": old_attn_prefill, "prefix_prefill_attention": old_prefix_prefill,
        "mla_prefill": old_mla_prefill, "unified_attention": old_unified, "unified_attention_split_kv": old_unified,
        "attn_paged_decode": old_paged_decode, "merge_attn_states": old_merge,
-       "gemm_bf16": old_gemm, "gemm_fp8_w8a8": old_gemm_fp8}
+       "gemm_bf16": old_gemm, "gemm_fp8_w8a8": old_gemm_fp8,
+       **{name: in_fp64(name) for name in ("gemm_fp8_block_w8a8", "moe_fused_gemm_fp8_block",
+                                           "gemm_int8_block_w8a8", "moe_mxfp4_gemm")}}
 
 
 def _items():

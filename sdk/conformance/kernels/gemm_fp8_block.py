@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from sdk.conformance.kernels.quant_fp8 import _e4m3_bits_to_f32, group_quant_reference, native_fp8
+from sdk.conformance.refmath import compute_dtype
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 BLOCK = 128  # the checkpoints' weight block and activation group
@@ -113,12 +114,14 @@ def quantize_weight_blocks(w: torch.Tensor, block: int = BLOCK):
     return q[..., :n, :k].to(torch.float8_e4m3fn).contiguous(), scale
 
 
-def dequant(q: torch.Tensor, scale: torch.Tensor, rows_per_scale: int, block: int = BLOCK) -> torch.Tensor:
-    """fp64 values of block-scaled fp8 data q [..., R, C] with scale [..., cdiv(R, rows_per_scale),
-    cdiv(C, block)], on q's device (activations: rows_per_scale 1; weights: 128)."""
+def dequant(q: torch.Tensor, scale: torch.Tensor, rows_per_scale: int, block: int = BLOCK,
+            dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Values in `dtype` (fp64 unless asked) of block-scaled fp8 or int8 data q [..., R, C] with
+    scale [..., cdiv(R, rows_per_scale), cdiv(C, block)], on q's device (activations:
+    rows_per_scale 1; weights: 128)."""
     r, c = q.shape[-2:]
-    s = scale.double().repeat_interleave(rows_per_scale, dim=-2)[..., :r, :]
-    return q.double() * s.repeat_interleave(block, dim=-1)[..., :c]
+    s = scale.to(dtype).repeat_interleave(rows_per_scale, dim=-2)[..., :r, :]
+    return q.to(dtype) * s.repeat_interleave(block, dim=-1)[..., :c]
 
 
 def _inputs(case, dtype, device, gen):
@@ -145,8 +148,10 @@ def _run(inp, case, **config):
 
 
 def _reference(inp, case):
-    a = dequant(inp["a"], inp["a_scale"], 1)
-    return {"c": a @ dequant(inp["b"], inp["b_scale"], BLOCK).T}
+    """The dequantised operands multiplied in fp32 (refmath: the outputs are 16-bit)."""
+    dt = compute_dtype(inp["c"])
+    a = dequant(inp["a"], inp["a_scale"], 1, dtype=dt)
+    return {"c": a @ dequant(inp["b"], inp["b_scale"], BLOCK, dtype=dt).T}
 
 
 _DS = "DeepSeek-V3 config (deepseek-ai/DeepSeek-V3, block-fp8 weights): "
@@ -175,7 +180,7 @@ register(KernelSpec(
     make_inputs=_inputs, run=_run, reference=_reference, outputs=("c",),
     tolerance={"bf16": Tolerance(atol=2e-2, rtol=1.6e-2), "fp16": Tolerance(atol=4e-3, rtol=4e-3)},
     description="fp8 e4m3 x fp8 e4m3 with 1x128 activation and 128x128 weight scales applied per K tile, "
-                "fp32 accumulation, bf16/fp16 output; the reference multiplies the dequantised operands in fp64",
+                "fp32 accumulation, bf16/fp16 output; the reference multiplies the dequantised operands in fp32 (refmath: 16-bit outputs)",
     triton_kernels=(_block_fp8_gemm_kernel,),
     upstream="vllm: model_executor/layers/quantization/utils/fp8_utils.py w8a8_triton_block_scaled_mm "
              "(_w8a8_triton_block_scaled_mm; TritonFp8BlockScaledMMKernel). On CUDA vLLM prefers "

@@ -20,6 +20,7 @@ import triton.language as tl
 from sdk.conformance.kernels.gemm_fp8_block import _load_fp8_operand, _pad_cols, dequant, quantize_weight_blocks
 from sdk.conformance.kernels.moe import _align_ref, _routing
 from sdk.conformance.kernels.quant_fp8 import group_quant_reference, native_fp8
+from sdk.conformance.refmath import compute_dtype
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 BLOCK = 128
@@ -132,18 +133,19 @@ def _reference(inp, case):
     p = case.params
     T, k = inp["topk_ids"].shape
     N = inp["w"].shape[1]
-    a = dequant(inp["a"], inp["a_scale"], 1)
+    dt = compute_dtype(inp["out"])  # fp32: the outputs are 16-bit (refmath)
+    a = dequant(inp["a"], inp["a_scale"], 1, dtype=dt)
     flat = inp["topk_ids"].flatten().long()
     rows = a if p["down"] else a.repeat_interleave(k, dim=0)
-    out = torch.empty((T * k, N), dtype=torch.float64, device=a.device)
+    out = torch.empty((T * k, N), dtype=dt, device=a.device)
     small = inp["w"].numel() <= 1 << 24  # dequantise all experts at once, or one at a time
-    w_all = dequant(inp["w"], inp["w_scale"], BLOCK) if small else None
+    w_all = dequant(inp["w"], inp["w_scale"], BLOCK, dtype=dt) if small else None
     for e in flat.unique().tolist():
         sel = flat == e
-        w_e = w_all[e] if small else dequant(inp["w"][e], inp["w_scale"][e], BLOCK)
+        w_e = w_all[e] if small else dequant(inp["w"][e], inp["w_scale"][e], BLOCK, dtype=dt)
         out[sel] = rows[sel] @ w_e.T
     if p["down"]:
-        out = out * inp["topk_weights"].double().flatten()[:, None]
+        out = out * inp["topk_weights"].to(dt).flatten()[:, None]
     return {"out": out.view(T, k, N)}
 
 

@@ -26,6 +26,7 @@ import triton
 import triton.language as tl
 
 from sdk.conformance.kernels.moe import _align_ref, _routing
+from sdk.conformance.refmath import compute_dtype
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 MX_BLOCK = 32                 # values per e8m0 scale
@@ -149,13 +150,13 @@ def mxfp4_moe_gemm(x, w, w_scale, bias, out, topk_weights, topk_ids, sorted_toke
         UPCAST=(x.dtype != torch.bfloat16) if upcast is None else upcast, BLOCK_M=block_m, **cfg)
 
 
-def mxfp4_dequant(w: torch.Tensor, w_scale: torch.Tensor) -> torch.Tensor:
-    """fp64 weights [..., N, K] from packed e2m1 [..., N, K/2] (low nibble first) and e8m0 scales
-    [..., N, K/32], on w's device."""
+def mxfp4_dequant(w: torch.Tensor, w_scale: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Weights [..., N, K] in `dtype` (fp64 unless asked; exact in either) from packed e2m1
+    [..., N, K/2] (low nibble first) and e8m0 scales [..., N, K/32], on w's device."""
     b = w.long()
-    table = E2M1.to(w.device)
+    table = E2M1.to(device=w.device, dtype=dtype)
     vals = torch.stack([table[b & 0xF], table[b >> 4]], dim=-1).flatten(-2)
-    scale = torch.pow(2.0, w_scale.double() - 127.0).repeat_interleave(MX_BLOCK, dim=-1)
+    scale = torch.pow(2.0, w_scale.to(dtype) - 127.0).repeat_interleave(MX_BLOCK, dim=-1)
     return vals * scale
 
 
@@ -189,19 +190,20 @@ def _run(inp, case, **config):
 
 def _reference(inp, case):
     T, k = inp["topk_ids"].shape
-    bias = inp["bias"].double()
-    x = inp["x"].double()
+    dt = compute_dtype(inp["out"])  # fp32: the outputs are 16-bit (refmath)
+    bias = inp["bias"].to(dt)
+    x = inp["x"].to(dt)
     flat = inp["topk_ids"].flatten().long()
     rows = x if case.params["down"] else x.repeat_interleave(k, dim=0)
-    y = torch.empty((T * k, inp["w"].shape[1]), dtype=torch.float64, device=x.device)
+    y = torch.empty((T * k, inp["w"].shape[1]), dtype=dt, device=x.device)
     small = inp["w"].numel() <= 1 << 23  # dequantise all experts at once, or one at a time
-    w_all = mxfp4_dequant(inp["w"], inp["w_scale"]) if small else None
+    w_all = mxfp4_dequant(inp["w"], inp["w_scale"], dt) if small else None
     for e in flat.unique().tolist():
         sel = flat == e
-        w_e = w_all[e] if small else mxfp4_dequant(inp["w"][e], inp["w_scale"][e])
+        w_e = w_all[e] if small else mxfp4_dequant(inp["w"][e], inp["w_scale"][e], dt)
         y[sel] = rows[sel] @ w_e.T + bias[e]
     if case.params["down"]:
-        return {"out": (y * inp["topk_weights"].double().flatten()[:, None]).view(T, k, -1)}
+        return {"out": (y * inp["topk_weights"].to(dt).flatten()[:, None]).view(T, k, -1)}
     gate = y[:, 0::2].clamp(max=SWIGLU_LIMIT)
     lin = y[:, 1::2].clamp(-SWIGLU_LIMIT, SWIGLU_LIMIT)
     return {"out": gate * torch.sigmoid(SWIGLU_ALPHA * gate) * (lin + 1.0)}

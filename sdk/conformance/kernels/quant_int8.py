@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from sdk.conformance.kernels.gemm_fp8_block import _pad_cols, dequant
+from sdk.conformance.refmath import compute_dtype
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 INT8_MAX = 127
@@ -240,8 +241,9 @@ def _gemm_inputs(case, dtype, device, gen):
 
 
 def _gemm_ref(inp, case):
-    return {"c": dequant(inp["a"].cpu(), inp["a_scale"].cpu(), 1) @ dequant(inp["b"].cpu(), inp["b_scale"].cpu(),
-                                                                           BLOCK).T}
+    dt = compute_dtype(inp["c"])  # fp32: the outputs are 16-bit (refmath)
+    return {"c": dequant(inp["a"].cpu(), inp["a_scale"].cpu(), 1, dtype=dt)
+            @ dequant(inp["b"].cpu(), inp["b_scale"].cpu(), BLOCK, dtype=dt).T}
 
 
 # ---------------------------------------------------------------------------------- registration
@@ -324,7 +326,7 @@ register(KernelSpec(
     tolerance={"bf16": Tolerance(atol=2e-2, rtol=1.6e-2), "fp16": Tolerance(atol=4e-3, rtol=4e-3)},
     description="int8 x int8 per 128-wide K block as an int32 dot, scaled by 1x128 activation and 128x128 "
                 "weight scales into an fp32 accumulator, bf16/fp16 output; vs the dequantised operands "
-                "multiplied in fp64. No manifest model is served in int8: block-INT8 checkpoints "
+                "multiplied in fp32 (refmath: 16-bit outputs). No manifest model is served in int8: block-INT8 checkpoints "
                 "(meituan/DeepSeek-R1-Block-INT8) use it",
     triton_kernels=(_block_int8_gemm_kernel,),
     upstream=_INT8_UTILS + "w8a8_block_int8_matmul (_w8a8_block_int8_matmul), in vLLM's tree without a "

@@ -341,6 +341,66 @@ def test_dot(dtype):
 
 
 @triton.jit
+def gemm_nk(a, w, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """c = a @ w^T with w [N, K] row-major: B's tile is read along K (its rows are w's)."""
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k0 in range(0, K, BK):
+        a_t = tl.load(a + rm[:, None] * K + (k0 + rk)[None, :], mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K), other=0)
+        b_t = tl.load(w + rn[None, :] * K + (k0 + rk)[:, None], mask=(rn[None, :] < N) & ((k0 + rk)[:, None] < K), other=0)
+        acc = tl.dot(a_t, b_t, acc)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(c.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dot_of_a_transposed_tile(dtype):
+    """B read along K from a [N, K] weight (a transposed tile): copied row-major, then the blocked
+    kernel; equal to the interpreter within the dtype's rounding and to the exact product."""
+    M, N, K = 50, 70, 96
+    a = torch.randn(M, K, generator=gen(12)).to(dtype)
+    w = torch.randn(N, K, generator=gen(13)).to(dtype)
+
+    def launch(tier, a, w, c):
+        gemm_nk[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, w, c, M, N, K, BM=32, BN=32, BK=32, cpu_tier=tier)
+    ref, got = both(launch, {"a": a, "w": w}, {"c": ((M, N), dtype)})
+    tol = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2}[dtype]
+    torch.testing.assert_close(got["c"].float(), ref["c"].float(), rtol=tol, atol=tol)
+    torch.testing.assert_close(got["c"].float(), (a.double() @ w.double().T).float(), rtol=tol, atol=tol)
+
+
+@triton.jit
+def paged_rows_kernel(cache_ptr, table_ptr, out_ptr, n_rows, R: tl.constexpr, D: tl.constexpr):
+    rows = tl.program_id(0) * R + tl.arange(0, R)
+    page = tl.load(table_ptr + rows, mask=rows < n_rows, other=0)
+    ptrs = cache_ptr + page[:, None].to(tl.int64) * D + tl.arange(0, D)[None, :]
+    x = tl.load(ptrs, mask=(rows < n_rows)[:, None], other=-7.5)
+    tl.store(out_ptr + rows[:, None] * D + tl.arange(0, D)[None, :], x * 2.0)
+
+
+def test_rows_read_through_a_row_mask_and_a_page_table():
+    """A read whose mask is the same along each row (rows past the end) tests it once per row
+    and reads the row without a condition; rows past the end take `other`; bit-equal to the
+    interpreter and to the gather done by torch."""
+    D, n_rows, R = 64, 45, 16
+    cache = torch.randn(30, D, generator=gen(14))
+    table = torch.randint(0, 30, (n_rows,), generator=gen(15), dtype=torch.int32)
+    rows_out = triton.cdiv(n_rows, R) * R
+
+    def launch(tier, cache, table, out):
+        paged_rows_kernel[(triton.cdiv(n_rows, R),)](cache, table, out, n_rows, R=R, D=D, cpu_tier=tier)
+    ref, got = both(launch, {"cache": cache, "table": table}, {"out": ((rows_out, D), torch.float32)})
+    same_bits(ref["out"], got["out"])
+    want = torch.full((rows_out, D), -15.0)
+    want[:n_rows] = cache[table.long()] * 2.0
+    assert torch.equal(got["out"], want)
+    llir = paged_rows_kernel.warmup(cache, table, got["out"], n_rows, R=R, D=D, cpu_tier="compiled",
+                                    grid=(1,)).asm["llir"]
+    assert "row_read" in llir and "!alias.scope" in llir
+
+
+@triton.jit
 def mx_kernel(a_ptr, b_ptr, s_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
     m, n, k = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
     a = tl.load(a_ptr + m[:, None] * K + k[None, :])

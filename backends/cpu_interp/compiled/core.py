@@ -32,6 +32,8 @@ from .types import I1, I8, I32, I64, ONE32, PTR, ZERO32, Unsupported, elem_of, n
 TERMINATORS = frozenset({"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition",
                          "cf.br", "cf.cond_br", "tt.map_elementwise.return"})
 ALIGN = 64
+#: scratch buffers of a kernel that get alias scopes of their own (the metadata grows as their square)
+MAX_SCOPES = 256
 
 #: materialise a lazy value with several uses (or used in a nested region) from this cost on
 KEEP_COST = 3
@@ -98,7 +100,7 @@ class FunctionEmitter:
         nbytes = max(1, numel(shape)) * _size(elem.buf)
         off = self.kc.reserve(nbytes)
         ptr = self.b.gep(self.scratch, [const_i64(off)], source_etype=I8)
-        return Buf(ptr, shape, elem)
+        return Buf(ptr, shape, elem, scope=self.kc.new_scope())
 
     def destination(self, v) -> Buf | None:
         """The buffer a consumer asked `v`'s producer to write `v` into (a loop-carried value's
@@ -365,9 +367,43 @@ class KernelCompiler:
         self._op_index = {id(op): k for k, op in enumerate(module.walk())}
         self.declared: dict[str, ir.Function] = {}
         self.vector_width = vector_width()
+        self.scoped: list[list] = []  # per scratch buffer with an alias scope: its loads and stores
 
     def op_index(self, op: Op) -> int:
         return self._op_index[id(op)]
+
+    def new_scope(self) -> int | None:
+        """An alias scope for a new scratch buffer (None past MAX_SCOPES: its accesses then carry
+        no scope, and LLVM assumes they may alias anything, as without scopes)."""
+        if len(self.scoped) >= MAX_SCOPES:
+            return None
+        self.scoped.append([])
+        return len(self.scoped) - 1
+
+    def tag(self, instr, scope: int | None) -> None:
+        """Mark a load or store of scratch buffer `scope` (alias scopes are attached at build)."""
+        if scope is not None:
+            self.scoped[scope].append(instr)
+
+    def _attach_scopes(self) -> None:
+        """Every scratch buffer is its own arena region (the arena only grows), so an access of one
+        never touches another's memory: each access gets its buffer's scope and `noalias` for the
+        other buffers' scopes. That lets LLVM keep a value read from one buffer (a row's pointer,
+        a constant) in a register across stores to another, and vectorise the loop around them."""
+        if len(self.scoped) < 2:
+            return
+        m = self.ir
+        domain = m.add_metadata([ir.MetaDataString(m, "day0.scratch")])
+        scopes = [m.add_metadata([ir.MetaDataString(m, f"day0.scratch.{k}"), domain])
+                  for k in range(len(self.scoped))]
+        for k, instrs in enumerate(self.scoped):
+            if not instrs:
+                continue
+            own = m.add_metadata([scopes[k]])
+            others = m.add_metadata([s for j, s in enumerate(scopes) if j != k])
+            for instr in instrs:
+                instr.set_metadata("alias.scope", own)
+                instr.set_metadata("noalias", others)
 
     def reserve(self, nbytes: int) -> int:
         off = self.arena
@@ -397,6 +433,7 @@ class KernelCompiler:
         from .control import emit_function_body
         emit_function_body(fx, func, params)
         self._grid_function(body)
+        self._attach_scopes()
         return str(self.ir)
 
     @staticmethod

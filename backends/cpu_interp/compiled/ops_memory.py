@@ -22,7 +22,7 @@ from .abi import FAULT_OOB, FAULT_RAW
 from .numerics import from_mem, to_mem
 from .ops_arith import apply, elementwise, iconst, res
 from .table import TABLE
-from .tensors import TV, Buf, Splat, Trans
+from .tensors import TV, ZERO, Buf, Splat, Trans
 from .types import I1, I8, I64, PTR, Unsupported, elem_of, pointee, shape_of
 
 I64_MAX = ir.Constant(I64, (1 << 63) - 1)
@@ -307,6 +307,38 @@ def _rows(fx, shape, body, accs, order, before_row):
     return fx.for_each(outer, row, accs, order)
 
 
+def _rows_by_mask(fx, shape, inner: int, order, mask_tv: TV, before_row, element) -> None:
+    """A masked read whose mask is the same along the innermost loop (rows in or out of range):
+    the mask is tested once per row, and the row is read by a loop with no condition in it, or
+    filled; element(idx, live) emits one element knowing its row's mask. A loop with no
+    condition is one LLVM's vectoriser takes, and one out of which it hoists what does not
+    change along the row (such as the row's pointer, read from a buffer)."""
+    b = fx.b
+    outer = list(shape)
+    outer[inner] = 1
+
+    def row(idx, accs):
+        at = list(idx)
+        at[inner] = ZERO
+        live = mask_tv.at(fx, at)
+        if before_row is not None:
+            before_row(idx)
+        blocks = {True: fx.branch_new("row_read"), False: fx.branch_new("row_masked")}
+        join = fx.branch_new("row_done")
+        b.cbranch(live, blocks[True], blocks[False])
+        for taken, block in blocks.items():
+            b.position_at_end(block)
+            fx.scopes.append({})  # what the branch computes stays in it
+            try:
+                fx.loop(shape[inner], lambda i, a, t=taken: (element(idx[:inner] + [i] + idx[inner + 1:], t), a)[1])
+            finally:
+                fx.scopes.pop()
+            b.branch(join)
+        b.position_at_end(join)
+        return accs
+    fx.for_each(outer, row, [], order)
+
+
 @TABLE.rule("tt.load")
 def _load(fx, op, ptr, mask=None, other=None):
     e = pointee(op.operands[0].type)
@@ -326,11 +358,17 @@ def _load(fx, op, ptr, mask=None, other=None):
     # lanes not at consecutive addresses along the innermost loop: a gather, not a masked load
     gathered = bool(shape) and ptr_tv.step((order or list(range(len(shape))))[-1]) != e.width
 
-    def body(idx, accs):
+    def body(idx, accs, row_live=None):
+        """One element; `row_live` True or False: its row's mask, known (_rows_by_mask)."""
         b = fx.b
-        p = ptr_tv.at(fx, idx)
-        live = None if mask_tv is None else mask_tv.at(fx, idx)
         fill = other_tv.at(fx, idx) if other_tv is not None else ir.Constant(e.reg, None)
+        if row_live is False:
+            v = fill
+            if out is not None:
+                out.put(fx, idx if order is None else [idx[d] for d in order], v)
+            return accs
+        p = ptr_tv.at(fx, idx)
+        live = None if mask_tv is None or row_live else mask_tv.at(fx, idx)
         go, accs = check.lane(p, live, accs)
 
         if go is not None and gathered:  # branch-free: a lane that may not read reads a zero word
@@ -346,7 +384,14 @@ def _load(fx, op, ptr, mask=None, other=None):
             scalar_result.append(v)
         return accs
 
-    accs = _rows(fx, shape, body, check.init(), order, prefetch_next(fx, ptr_tv, shape, e.width, order))
+    prefetch = prefetch_next(fx, ptr_tv, shape, e.width, order)
+    inner = (order or list(range(len(shape))))[-1] if shape else None
+    if shape and mask_tv is not None and not gathered and not check.on and shape[inner] > 1 and \
+            mask_tv.step(inner) == 0:
+        _rows_by_mask(fx, shape, inner, order, mask_tv, prefetch, lambda idx, live: body(idx, [], live))
+        accs = []
+    else:
+        accs = _rows(fx, shape, body, check.init(), order, prefetch)
     check.finish(accs)
     if order is not None:
         return result

@@ -155,8 +155,9 @@ class Buf(TV):
     cost = 1
     memo = True
 
-    def __init__(self, ptr: ir.Value, shape, elem: Elem):
+    def __init__(self, ptr: ir.Value, shape, elem: Elem, scope: int | None = None):
         self.ptr, self.shape, self.elem = ptr, tuple(shape), elem
+        self.scope = scope  # its alias scope (FunctionEmitter.alloc), None for views and phis
 
     def addr(self, fx, idx) -> ir.Value:
         return fx.b.gep(self.ptr, [linear(fx, idx, self.shape)], source_etype=self.elem.buf)
@@ -166,6 +167,7 @@ class Buf(TV):
 
     def _at(self, fx, idx):
         v = fx.b.load(self.addr(fx, idx), typ=self.elem.buf)
+        fx.kc.tag(v, self.scope)
         return fx.b.trunc(v, I1) if self.elem.name == "i1" else v
 
     def put(self, fx, idx, value) -> None:
@@ -174,7 +176,7 @@ class Buf(TV):
     def put_addr(self, fx, addr, value) -> None:
         if self.elem.name == "i1":
             value = fx.b.zext(value, self.elem.buf)
-        fx.b.store(value, addr)
+        fx.kc.tag(fx.b.store(value, addr), self.scope)
 
 
 class Lazy(TV):

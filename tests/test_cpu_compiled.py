@@ -371,31 +371,33 @@ def test_dot_of_a_transposed_tile(dtype):
 
 
 @triton.jit
-def paged_rows_kernel(cache_ptr, table_ptr, out_ptr, n_rows, R: tl.constexpr, D: tl.constexpr):
+def paged_rows_kernel(cache_ptr, table_ptr, out_ptr, n_rows, d, R: tl.constexpr, D: tl.constexpr):
     rows = tl.program_id(0) * R + tl.arange(0, R)
+    cols = tl.arange(0, D)
     page = tl.load(table_ptr + rows, mask=rows < n_rows, other=0)
-    ptrs = cache_ptr + page[:, None].to(tl.int64) * D + tl.arange(0, D)[None, :]
-    x = tl.load(ptrs, mask=(rows < n_rows)[:, None], other=-7.5)
-    tl.store(out_ptr + rows[:, None] * D + tl.arange(0, D)[None, :], x * 2.0)
+    ptrs = cache_ptr + page[:, None].to(tl.int64) * D + cols[None, :]
+    x = tl.load(ptrs, mask=(rows < n_rows)[:, None] & (cols < d)[None, :], other=-7.5)
+    tl.store(out_ptr + rows[:, None] * D + cols[None, :], x * 2.0)
 
 
-def test_rows_read_through_a_row_mask_and_a_page_table():
-    """A read whose mask is the same along each row (rows past the end) tests it once per row
-    and reads the row without a condition; rows past the end take `other`; bit-equal to the
-    interpreter and to the gather done by torch."""
+@pytest.mark.parametrize("d", [64, 50])
+def test_rows_read_through_a_row_mask_and_a_page_table(d):
+    """A read masked by rows in range and columns in range tests the rows' part once per row and
+    reads each row with the columns' part alone (none when every column is in range); masked
+    lanes take `other`; bit-equal to the interpreter and to the gather done by torch."""
     D, n_rows, R = 64, 45, 16
     cache = torch.randn(30, D, generator=gen(14))
     table = torch.randint(0, 30, (n_rows,), generator=gen(15), dtype=torch.int32)
     rows_out = triton.cdiv(n_rows, R) * R
 
     def launch(tier, cache, table, out):
-        paged_rows_kernel[(triton.cdiv(n_rows, R),)](cache, table, out, n_rows, R=R, D=D, cpu_tier=tier)
+        paged_rows_kernel[(triton.cdiv(n_rows, R),)](cache, table, out, n_rows, d, R=R, D=D, cpu_tier=tier)
     ref, got = both(launch, {"cache": cache, "table": table}, {"out": ((rows_out, D), torch.float32)})
     same_bits(ref["out"], got["out"])
     want = torch.full((rows_out, D), -15.0)
-    want[:n_rows] = cache[table.long()] * 2.0
+    want[:n_rows, :d] = cache[table.long(), :d] * 2.0
     assert torch.equal(got["out"], want)
-    llir = paged_rows_kernel.warmup(cache, table, got["out"], n_rows, R=R, D=D, cpu_tier="compiled",
+    llir = paged_rows_kernel.warmup(cache, table, got["out"], n_rows, d, R=R, D=D, cpu_tier="compiled",
                                     grid=(1,)).asm["llir"]
     assert "row_read" in llir and "!alias.scope" in llir
 

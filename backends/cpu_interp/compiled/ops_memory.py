@@ -22,7 +22,7 @@ from .abi import FAULT_OOB, FAULT_RAW
 from .numerics import from_mem, to_mem
 from .ops_arith import apply, elementwise, iconst, res
 from .table import TABLE
-from .tensors import TV, ZERO, Buf, Splat, Trans
+from .tensors import TV, ZERO, Buf, Lazy, Splat, Trans
 from .types import I1, I8, I64, PTR, Unsupported, elem_of, pointee, shape_of
 
 I64_MAX = ir.Constant(I64, (1 << 63) - 1)
@@ -307,6 +307,24 @@ def _rows(fx, shape, body, accs, order, before_row):
     return fx.for_each(outer, row, accs, order)
 
 
+def split_mask(mask: TV, inner: int) -> tuple[TV | None, TV | None]:
+    """`mask` as (the conjunction of its factors that are the same along dimension `inner`, the
+    conjunction of the rest); None for an empty conjunction. A mask of rows in range and columns
+    in range, (rows < M)[:, None] & (cols < N)[None, :], splits into the two."""
+    if mask.step(inner) == 0:
+        return mask, None
+    if isinstance(mask, Lazy) and mask.op is not None and mask.op.name == "arith.andi" and len(mask.operands) == 2:
+        (ra, la), (rb, lb) = (split_mask(o, inner) for o in mask.operands)
+        return _conjoin(ra, rb, mask), _conjoin(la, lb, mask)
+    return None, mask
+
+
+def _conjoin(a: TV | None, b: TV | None, like: TV) -> TV | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return Lazy(lambda fx, x, y: fx.b.and_(x, y), [a, b], like.shape, like.elem, op=like.op)
+
+
 def _rows_by_mask(fx, shape, inner: int, order, mask_tv: TV, before_row, element) -> None:
     """A masked read whose mask is the same along the innermost loop (rows in or out of range):
     the mask is tested once per row, and the row is read by a loop with no condition in it, or
@@ -368,7 +386,10 @@ def _load(fx, op, ptr, mask=None, other=None):
                 out.put(fx, idx if order is None else [idx[d] for d in order], v)
             return accs
         p = ptr_tv.at(fx, idx)
-        live = None if mask_tv is None or row_live else mask_tv.at(fx, idx)
+        if row_live:
+            live = None if lane_tv is None else lane_tv.at(fx, idx)
+        else:
+            live = None if mask_tv is None else mask_tv.at(fx, idx)
         go, accs = check.lane(p, live, accs)
 
         if go is not None and gathered:  # branch-free: a lane that may not read reads a zero word
@@ -386,9 +407,11 @@ def _load(fx, op, ptr, mask=None, other=None):
 
     prefetch = prefetch_next(fx, ptr_tv, shape, e.width, order)
     inner = (order or list(range(len(shape))))[-1] if shape else None
-    if shape and mask_tv is not None and not gathered and not check.on and shape[inner] > 1 and \
-            mask_tv.step(inner) == 0:
-        _rows_by_mask(fx, shape, inner, order, mask_tv, prefetch, lambda idx, live: body(idx, [], live))
+    row_tv = lane_tv = None
+    if shape and mask_tv is not None and not gathered and not check.on and shape[inner] > 1:
+        row_tv, lane_tv = split_mask(mask_tv, inner)
+    if row_tv is not None:
+        _rows_by_mask(fx, shape, inner, order, row_tv, prefetch, lambda idx, live: body(idx, [], live))
         accs = []
     else:
         accs = _rows(fx, shape, body, check.init(), order, prefetch)

@@ -230,9 +230,6 @@ def test_manifests_name_library_kernels_with_their_distribution(tmp_path):
     assert any("rmsnorm" in p and "suite's own" in p for p in problems)
 
 
-# ------------------------------------------------------------------------ a user's own script
-
-
 def test_gdn_reference_segments_match_one_autograd_pass():
     """The delta-rule reference keeps only each segment's first state for the backward
     (checkpointed): its outputs and gradients equal one plain autograd pass over whole sequences."""
@@ -249,3 +246,6 @@ def test_gdn_reference_segments_match_one_autograd_pass():
     for name, t in whole.items():
         assert t.abs().max() > 0, name
         torch.testing.assert_close(split[name], t, rtol=1e-12, atol=1e-12, msg=name)
+
+
+# ------------------------------------------------------------------------ a user's own script

@@ -373,32 +373,27 @@ def _load(fx, op, ptr, mask=None, other=None):
     other_tv = None if other is None else _as_tv(other, shape, e)
     check.prepass(shape, ptr_tv, mask_tv, write=False)
     scalar_result = []
+    inner = (order or list(range(len(shape))))[-1] if shape else None
     # lanes not at consecutive addresses along the innermost loop: a gather, not a masked load
-    gathered = bool(shape) and ptr_tv.step((order or list(range(len(shape))))[-1]) != e.width
+    gathered = bool(shape) and ptr_tv.step(inner) != e.width
 
     def body(idx, accs, row_live=None):
         """One element; `row_live` True or False: its row's mask, known (_rows_by_mask)."""
         b = fx.b
         fill = other_tv.at(fx, idx) if other_tv is not None else ir.Constant(e.reg, None)
-        if row_live is False:
+        if row_live is False:  # a row masked off: the fill, nothing read
             v = fill
-            if out is not None:
-                out.put(fx, idx if order is None else [idx[d] for d in order], v)
-            return accs
-        p = ptr_tv.at(fx, idx)
-        if row_live:
-            live = None if lane_tv is None else lane_tv.at(fx, idx)
         else:
-            live = None if mask_tv is None else mask_tv.at(fx, idx)
-        go, accs = check.lane(p, live, accs)
-
-        if go is not None and gathered:  # branch-free: a lane that may not read reads a zero word
-            raw = b.load(b.select(go, p, _zeros(fx)), typ=e.mem)
-        else:
-            raw = _conditional(fx, go, lambda: b.load(p, typ=e.mem), e.mem)
-        v = from_mem(fx, raw, e)
-        if go is not None:
-            v = b.select(go, v, fill)
+            p = ptr_tv.at(fx, idx)
+            lanes = lane_tv if row_live else mask_tv
+            go, accs = check.lane(p, None if lanes is None else lanes.at(fx, idx), accs)
+            if go is not None and gathered:  # branch-free: a lane that may not read reads a zero word
+                raw = b.load(b.select(go, p, _zeros(fx)), typ=e.mem)
+            else:
+                raw = _conditional(fx, go, lambda: b.load(p, typ=e.mem), e.mem)
+            v = from_mem(fx, raw, e)
+            if go is not None:
+                v = b.select(go, v, fill)
         if out is not None:
             out.put(fx, idx if order is None else [idx[d] for d in order], v)
         else:
@@ -406,9 +401,9 @@ def _load(fx, op, ptr, mask=None, other=None):
         return accs
 
     prefetch = prefetch_next(fx, ptr_tv, shape, e.width, order)
-    inner = (order or list(range(len(shape))))[-1] if shape else None
     row_tv = lane_tv = None
-    if shape and mask_tv is not None and not gathered and not check.on and shape[inner] > 1:
+    if shape and mask_tv is not None and not gathered and shape[inner] > 1:
+        # (prepass has checked every lane already, so a row's loop needs no check of its own)
         row_tv, lane_tv = split_mask(mask_tv, inner)
     if row_tv is not None:
         _rows_by_mask(fx, shape, inner, order, row_tv, prefetch, lambda idx, live: body(idx, [], live))

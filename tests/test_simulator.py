@@ -380,13 +380,50 @@ def test_vector_work_between_dots_runs_at_its_own_fraction_of_the_rate():
     half = replace(EFF, vector_between_dots=0.5)
     # the dot kernel's 160 integer ops: its row and column offsets (64 + 64 + 32)
     assert with_dot.flops[("vector", "int32", "")] == 160
-    # one program on one of the 132 SMs: 4096 exponentials at the SM's share of 4182 Gop/s and the
-    # integer ops at its share of 67 TFLOP/s, each at its efficiency (0.5), and between dots half of that
+    # one program on one of the 132 SMs: 4096 exponentials at the SM's share of 4182 Gop/s on the
+    # special-function pipe, overlapping the vector path, which issues them and the 160 integer ops
+    # at its share of 67 TFLOP/s; each at its efficiency (0.5), and between dots half of that. The
+    # special pipe is the longer here.
     sm_special, sm_vector = 4182e9 / 132, 67e12 / 132
-    between = 4096 / (sm_special * 0.5) + 160 / (sm_vector * 0.5)
+    between = max(4096 / (sm_special * 0.5), (4096 + 160) / (sm_vector * 0.5))
+    assert between == 4096 / (sm_special * 0.5)
     assert launch_time(with_dot, h100, half).terms["vector"] == pytest.approx(between / 0.5, rel=1e-6)
     assert launch_time(with_dot, h100, EFF).terms["vector"] == pytest.approx(between, rel=1e-6)
     assert launch_time(plain, h100, half).terms["vector"] == pytest.approx(4096 / (sm_special * 0.5), rel=1e-6)
+
+
+@triton.jit
+def masked_tile_exp(x_ptr, out_ptr, rows, cols, R: tl.constexpr, C: tl.constexpr):
+    """A [R, C] tile read through a row-and-column mask, 24 multiplies and adds and one
+    exponential an element."""
+    r, c = tl.arange(0, R), tl.arange(0, C)
+    mask = (r < rows)[:, None] & (c < cols)[None, :]
+    x = tl.load(x_ptr + r[:, None] * C + c[None, :], mask=mask, other=0.0)
+    y = x
+    for _ in tl.static_range(12):
+        y = y * 0.5 + x
+    tl.store(out_ptr + r[:, None] * C + c[None, :], tl.exp(y) + y, mask=mask)
+
+
+def test_special_pipe_overlaps_the_vector_path_and_mask_logic_is_weighted():
+    from dataclasses import replace
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(64 * 64, generator=g)
+    h100 = load("nvidia_h100")
+    c = _counts(lambda: masked_tile_exp[(1,)](x, torch.empty(64 * 64), 50, 60, R=64, C=64))
+    n = 64 * 64
+    masks = c.flops[("vector", "int1", "")]
+    others = sum(v for (unit, dt, _), v in c.flops.items() if unit == "vector" and dt != "int1")
+    assert c.flops[("special", "fp32", "")] == n and masks >= n and others >= 24 * n
+    sm_special, sm_vector = 4182e9 / 132, 67e12 / 132
+    # the vector path issues the exponentials too, and each mask operation as half of one (a
+    # three-input logic instruction folds two); the special pipe runs beside it and is shorter here
+    vector_path = (others + 0.5 * masks + n) / (sm_vector * 0.5)
+    assert vector_path > n / (sm_special * 0.5)
+    assert launch_time(c, h100, EFF).terms["vector"] == pytest.approx(vector_path, rel=1e-6)
+    # a slower special pipe becomes the bound
+    slow = replace(EFF, special=0.01)
+    assert launch_time(c, h100, slow).terms["vector"] == pytest.approx(n / (sm_special * 0.01), rel=1e-6)
 
 
 @triton.jit

@@ -12,7 +12,10 @@ sdk.simulator.compiled; else from the shared memory the launch stages and its li
   programs one after another, so a grid smaller than the device leaves units idle. A dtype the unit
   has no rate for runs at the nearest wider rate it has (fp8 at bf16/fp16, tf32 at fp32) or on the
   vector unit, and the prediction says so: the flops are never dropped.
-- vector and special functions likewise, at the vector and special-function rates.
+- vector and special functions likewise, at the vector and special-function rates: two pipes that
+  overlap, every operation of either taking an issue slot of the vector path (so the longer of the
+  vector path, special operations included, and the special-function pipe); boolean mask logic
+  takes half a slot (MASK_OP_ISSUE: three-input logic instructions fold two).
 - memory: each argument's traffic, its re-reads served by L2 while what the concurrently running
   programs touch fits in it, bytes an earlier launch of the same call wrote and L2 still holds read
   from L2, split by access pattern (contiguous, strided, indirect) with an efficiency per pattern;
@@ -232,10 +235,13 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     between = eff.vector_between_dots if t_mx > 0 else 1.0
     for (unit, dtype, _), v in c.flops.items():
         if unit == "vector":
-            t_vec += per_unit * v / (vector_rate(device, dtype) * eff.vector * between / U)
+            t_vec += per_unit * issue_ops(unit, dtype, v) / (vector_rate(device, dtype) * eff.vector * between / U)
         elif unit == "special":
+            # the special-function unit is a pipe of its own; each of its operations also takes
+            # an issue slot, which the vector work shares (the two overlap, the issue is common)
             rate = device.special_function_ops_per_s or vector_rate(device, "fp32")
             t_sp += per_unit * v / (rate * eff.special * between / U)
+            t_vec += per_unit * v / (vector_rate(device, dtype) * eff.vector * between / U)
 
     # ---- memory --------------------------------------------------------------------------------
     dram, l2_hit = _traffic(c, device, slots, l2_resident)
@@ -249,7 +255,8 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
 
     # ---- a program's serial path ----------------------------------------------------------------
     piped, other = _latency_rounds(c, stages_of(c, st))
-    vec_ops = sum(v for (unit, _, _), v in c.flops.items() if unit in ("vector", "special")) + decode
+    vec_ops = sum(issue_ops(unit, dtype, v) for (unit, dtype, _), v in c.flops.items()
+                  if unit in ("vector", "special")) + decode
     lanes = warps * st.warp_size if st.gpu else device.vector.lanes_per_unit.value
     t_issue = vec_ops / (max(lanes, 1) * device.clock_hz * eff.warp_ipc)
     # a dot waiting on a value the program just computed: from registers (its first operand), or
@@ -262,11 +269,12 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     # round of loads waits for its data before the compute that needs it: it adds to the chain
     t_lat = waves * (other * eff.dram_latency_s + max(piped * eff.dram_latency_s, chain) + eff.program_overhead_s)
 
-    t_comp = t_mx + t_vec + t_sp
-    terms = {"matrix": t_mx, "vector": t_vec + t_sp, "memory": t_mem, "latency": t_lat}
+    t_vs = max(t_vec, t_sp)
+    t_comp = t_mx + t_vs
+    terms = {"matrix": t_mx, "vector": t_vs, "memory": t_mem, "latency": t_lat}
     body = max(t_comp, t_mem, t_lat)
     bound = ("memory" if body == t_mem else "latency" if body == t_lat
-             else ("matrix" if t_mx >= t_vec + t_sp else "vector"))
+             else ("matrix" if t_mx >= t_vs else "vector"))
     # the learned floor, scaled by the device's launch overhead against the calibration device's
     floor = eff.launch_floor_s * (device.host_launch_s / eff.launch_reference_s if eff.launch_reference_s else 1.0)
     if floor > body:
@@ -302,6 +310,19 @@ def scaled_path(device: DeviceModel, d) -> tuple[str, float]:
             return narrow, 0.0
     ops = SCALED_DECODE_OPS_FAST if getattr(d, "fast_math", False) else SCALED_DECODE_OPS
     return d.operand, float(getattr(d, "decoded", 0)) * ops
+
+
+#: issue slots of one boolean operation on masks (int1: the `&` of row, column and bounds
+#: conditions): three-input logic instructions (NVIDIA's LOP3 and PLOP3) fold a chain of two into
+#: one. A property of the instruction set, not fitted: fitted, the weight runs to its bound and
+#: the fit moves into a basin that predicts kernels left out of it worse.
+MASK_OP_ISSUE = 0.5
+
+
+def issue_ops(unit: str, dtype: str, ops: float) -> float:
+    """Issue slots `ops` elementwise operations of a type take: boolean mask logic at
+    MASK_OP_ISSUE each, every other operation one."""
+    return ops * MASK_OP_ISSUE if unit == "vector" and dtype == "int1" else ops
 
 
 def strided_element_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, per_unit: int) -> float:

@@ -234,14 +234,14 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     # rescaling): the matrix unit idles meanwhile, and it runs at its own learned fraction
     between = eff.vector_between_dots if t_mx > 0 else 1.0
     for (unit, dtype, _), v in c.flops.items():
-        if unit == "vector":
-            t_vec += per_unit * issue_ops(unit, dtype, v) / (vector_rate(device, dtype) * eff.vector * between / U)
-        elif unit == "special":
-            # the special-function unit is a pipe of its own; each of its operations also takes
-            # an issue slot, which the vector work shares (the two overlap, the issue is common)
+        if unit not in ("vector", "special"):
+            continue
+        # every elementwise operation takes issue slots on the vector path; a special one also
+        # runs on the special-function unit, a pipe of its own beside it (the two overlap)
+        t_vec += per_unit * issue_ops(unit, dtype, v) / (vector_rate(device, dtype) * eff.vector * between / U)
+        if unit == "special":
             rate = device.special_function_ops_per_s or vector_rate(device, "fp32")
             t_sp += per_unit * v / (rate * eff.special * between / U)
-            t_vec += per_unit * v / (vector_rate(device, dtype) * eff.vector * between / U)
 
     # ---- memory --------------------------------------------------------------------------------
     dram, l2_hit = _traffic(c, device, slots, l2_resident)

@@ -104,3 +104,73 @@ def test_roofline_compute_class_and_microsecond_targets():
     assert target["target_us"] == 50.7 and target["verdict"] == "misses"
     assert "60.0 us vs the 50.7 us target" in target["notes"]
 
+
+
+def _measure_file(path: Path, gpu: str, times_us: dict, gpu_us: dict | None = None) -> Path:
+    rows = []
+    for (kernel, case), t in times_us.items():
+        row = {"kernel": kernel, "case": case, "dtype": "bf16", "status": "measured", "day0_ms": t * 1e-3}
+        if gpu_us and (kernel, case) in gpu_us:
+            row["launches"] = [{"name": kernel, "us": gpu_us[(kernel, case)]}]
+        rows.append(row)
+    path.write_text(json.dumps({"gpu": gpu, "date": path.stem, "rows": rows}))
+    return path
+
+
+def _validation_file(path: Path, ratios: dict) -> Path:
+    rows = [{"kernel": k, "case": c, "dtype": "bf16", "ratio": r} for (k, c), r in ratios.items()]
+    path.write_text(json.dumps({"holdout": {"rows_scored": rows,
+                                            "summary": {"all": {"median_abs_error_pct": 12.5}}}}))
+    return path
+
+
+def test_sim_repeat_counts_what_moved_between_runs_and_which_misses_hold_in_both(tmp_path):
+    import random
+    rng = random.Random(20261124)
+    keys = [(f"k{i % 5}", f"c{i}") for i in range(40)]
+    first = {k: rng.uniform(5.0, 500.0) for k in keys}
+    factors = {k: rng.uniform(0.95, 1.05) for k in keys}
+    factors[keys[3]], factors[keys[7]] = 3.0, 1 / 2.5          # two calls moved beyond 2x
+    factors[keys[11]] = 1.7                                     # one beyond 1.5x only
+    second = {k: first[k] * factors[k] for k in keys}
+    # the second run is profiled: keys[3] is host-bound (its GPU time far below its measured time)
+    gpu = {k: second[k] * 0.97 for k in keys}
+    gpu[keys[3]] = second[keys[3]] * 0.1 if second[keys[3]] > 40 else 1.0
+    a = _measure_file(tmp_path / "run1.json", "GPU X", first)
+    b = _measure_file(tmp_path / "run2.json", "GPU X", second, gpu)
+    # predictions: k0 beyond 2x against both runs, k3 (keys[3] and keys[8]) against the first only
+    r1 = {k: 1.1 for k in keys}
+    r1[keys[0]], r1[keys[3]] = 2.6, 0.3
+    r2 = {k: 1.1 for k in keys}
+    r2[keys[5]] = 0.4
+    v1, v2 = _validation_file(tmp_path / "v1.json", r1), _validation_file(tmp_path / "v2.json", r2)
+    out = tmp_path / "repeat.json"
+    proc = _script("sim_repeat.py", str(a), str(b), "--validation", str(v1), str(v2), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    s = data["summary"]
+    dev = sorted(abs(factors[k] - 1) for k in keys)
+    assert s["n"] == 40 and abs(s["median_abs_change_pct"] - 100 * (dev[19] + dev[20]) / 2) < 1e-9
+    assert s["beyond_2x"] == 2 and s["beyond_1_5x"] == 3
+    assert s["within_10pct"] == sum(d <= 0.10 for d in dev)
+    assert data["summary_host_bound"]["n"] == 1 and data["summary_host_bound"]["beyond_2x"] == 1
+    sc = data["scores"]
+    assert sc["first"]["kernels_beyond_2x"] == ["k0", "k3"] and sc["second"]["kernels_beyond_2x"] == ["k0"]
+    assert [x["kernel"] for x in sc["beyond_2x_in_both"]] == ["k0"]
+    only = {x["kernel"]: x["measurements_moved_x"] for x in sc["beyond_2x_in_one_run_only"]}
+    assert set(only) == {"k3"} and abs(only["k3"] - 3.0) < 1e-9   # k3 holds keys[3], which moved 3x
+    assert "beyond 2x in both runs: k0" in proc.stdout
+
+
+def test_sim_repeat_refuses_bad_input_in_one_line(tmp_path):
+    a = _measure_file(tmp_path / "a.json", "GPU X", {("k", "c"): 10.0})
+    b = _measure_file(tmp_path / "b.json", "GPU Y", {("k", "c"): 11.0})
+    out = tmp_path / "r.json"
+    for args, says in (([str(a), str(tmp_path / "none.json")], "no such file"),
+                       ([str(a), str(b)], "different GPUs")):
+        proc = _script("sim_repeat.py", *args, "--out", str(out))
+        assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()
+    out.write_text("keep")
+    proc = _script("sim_repeat.py", str(a), str(a), "--out", str(out))
+    assert proc.returncode == 2 and "--force" in proc.stderr and out.read_text() == "keep"

@@ -189,7 +189,7 @@ OLD = {"silu_and_mul": old_silu_and_mul, "gelu_tanh_and_mul": old_gelu_tanh_and_
        "mla_prefill": old_mla_prefill, "unified_attention": old_unified, "unified_attention_split_kv": old_unified,
        "attn_paged_decode": old_paged_decode, "merge_attn_states": old_merge,
        "gemm_bf16": old_gemm, "gemm_fp8_w8a8": old_gemm_fp8,
-       **{name: in_fp64(name) for name in ("gemm_fp8_block_w8a8", "moe_fused_gemm_fp8_block",
+       **{name: in_fp64(name) for name in ("gemm_fp8_block_w8a8", "moe_fused_gemm", "moe_fused_gemm_fp8_block",
                                            "gemm_int8_block_w8a8", "moe_mxfp4_gemm")}}
 
 

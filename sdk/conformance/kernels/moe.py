@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from sdk.conformance.refmath import compute_dtype
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 _EXACT = Tolerance(exact=True)
@@ -332,7 +333,7 @@ def _gemm_inputs(case, dtype, device, gen):
         a = torch.randn((T * k, K), generator=gen)
     else:
         a = torch.randn((T, K), generator=gen)
-    w = torch.randn((E, N, K), generator=gen) / K ** 0.5
+    w = torch.randn((E, N, K), generator=gen).div_(K ** 0.5)  # in place: full-size experts are GBs
     return {"a": a.to(dtype).to(device), "w": w.to(dtype).to(device), "topk_ids": ids.to(device),
             "topk_weights": weights.to(device), "sorted_token_ids": sorted_ids.to(device),
             "expert_ids": expert_ids.to(device), "num_tokens_post_padded": total.to(device),
@@ -362,15 +363,16 @@ def _gemm_run(inp, case, **config):
 def _gemm_ref(inp, case):
     p = case.params
     T, k = inp["topk_ids"].shape
-    a, w = inp["a"].double(), inp["w"]
+    dt = compute_dtype(inp["a"])  # fp32 for 16-bit data, fp64 for fp32 data (sdk.conformance.refmath)
+    a, w = inp["a"].to(dt), inp["w"]
     flat = inp["topk_ids"].flatten().long()
     rows = a.view(T * k, -1) if p["down"] else a.repeat_interleave(k, dim=0)
-    out = torch.empty((T * k, w.shape[1]), dtype=torch.float64, device=a.device)
+    out = torch.empty((T * k, w.shape[1]), dtype=dt, device=a.device)
     for e in flat.unique().tolist():
         sel = flat == e
-        out[sel] = rows[sel] @ w[e].double().T
+        out[sel] = rows[sel] @ w[e].to(dt).T
     if p["down"]:
-        out = out * inp["topk_weights"].double().flatten()[:, None]
+        out = out * inp["topk_weights"].to(dt).flatten()[:, None]
     return {"out": out.view(T, k, -1)}
 
 

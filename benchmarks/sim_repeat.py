@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sim_repeat: {f} is not a sim_measure.py result (no rows)", file=sys.stderr)
             return 2
     for f, d in zip(inputs[2:], data[2:]):
-        if not isinstance(d, dict) or "rows_scored" not in d.get("holdout", {}):
+        held = d.get("holdout") if isinstance(d, dict) else None
+        if not isinstance(held, dict) or "rows_scored" not in held or "all" not in held.get("summary", {}):
             print(f"sim_repeat: {f} is not a sim_validate.py result with a held-out device", file=sys.stderr)
             return 2
     if data[0].get("gpu") != data[1].get("gpu"):

@@ -26,10 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-
-def _measured(data: dict) -> dict[tuple, dict]:
-    return {(r["kernel"], r["case"], r["dtype"]): r for r in data.get("rows", [])
-            if r.get("status") == "measured" and r.get("day0_ms")}
+from sim_validate import host_bound, measured_in, profiled_gpu_us  # noqa: E402
 
 
 def _spread(ratio: float) -> float:
@@ -39,12 +36,11 @@ def _spread(ratio: float) -> float:
 
 def compare_runs(first: dict, second: dict) -> dict:
     """Row-by-row agreement of two sim_measure results (see the module docstring)."""
-    from sim_validate import host_bound
-    a, b = _measured(first), _measured(second)
+    a, b = measured_in(first), measured_in(second)
     rows = []
     for key in sorted(set(a) & set(b)):
         ratio = b[key]["day0_ms"] / a[key]["day0_ms"]
-        gpu = [sum(x["us"] for x in r.get("launches") or [] if "us" in x) or None for r in (a[key], b[key])]
+        gpu = [profiled_gpu_us(r) or None for r in (a[key], b[key])]
         rows.append({"kernel": key[0], "case": key[1], "dtype": key[2],
                      "first_us": a[key]["day0_ms"] * 1e3, "second_us": b[key]["day0_ms"] * 1e3,
                      "ratio": ratio, "first_gpu_us": gpu[0], "second_gpu_us": gpu[1],

@@ -36,13 +36,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+def measured_in(data: dict) -> dict[tuple, dict]:
+    """The measured rows of a sim_measure.py result, by (kernel, case, dtype)."""
+    return {(r["kernel"], r["case"], r["dtype"]): r for r in data.get("rows", [])
+            if r.get("status") == "measured" and r.get("day0_ms")}
+
+
 def measured_rows(path: Path) -> dict[tuple, dict]:
-    data = json.loads(path.read_text())
-    out = {}
-    for r in data.get("rows", []):
-        if r.get("status") == "measured" and r.get("day0_ms"):
-            out[(r["kernel"], r["case"], r["dtype"])] = r
-    return out
+    return measured_in(json.loads(path.read_text()))
 
 
 #: device-model host figures (DeviceModel.host_costs_s) -> the learned efficiencies they stand for
@@ -54,13 +55,19 @@ HOST_FIELDS = {"launch": "host_launch_s", "property_query": "host_query_s", "tar
 HOST_EXCESS_S, HOST_EXCESS_FRACTION = 10e-6, 0.3
 
 
+def profiled_gpu_us(row: dict) -> float | None:
+    """GPU time (us) of the kernels a measured call launched, from its profile; None without one."""
+    times = [x["us"] for x in row.get("launches") or [] if "us" in x]
+    return sum(times) if times else None
+
+
 def host_bound(row: dict) -> bool | None:
     """Whether the wrapper's host work (synchronising copies of metadata, Python) rather than the
     device set the measured time; None without a profile of the call."""
-    launches = [x for x in row.get("launches") or [] if "us" in x]
-    if not launches:
+    gpu_us = profiled_gpu_us(row)
+    if gpu_us is None:
         return None
-    t, gpu = row["day0_ms"] * 1e-3, sum(x["us"] for x in launches) * 1e-6
+    t, gpu = row["day0_ms"] * 1e-3, gpu_us * 1e-6
     return t - gpu > max(HOST_EXCESS_S, HOST_EXCESS_FRACTION * t)
 
 

@@ -111,10 +111,15 @@ run_items([Item("tiny_hang", case, "fp32", "faulty", "host")], lambda *a: None, 
 '''
 
 
-def test_a_killed_runner_leaves_no_worker_and_no_log_folder(env, tmp_path):
+def test_a_killed_runner_leaves_no_worker_and_no_log_folder(env, tmp_path, monkeypatch):
     script = tmp_path / "runner.py"
     script.write_text(RUNNER)
-    proc = subprocess.Popen([sys.executable, str(script)], env={**env, "DAY0_BACKENDS":
+    # a temporary folder of its own: another run in it (another test process) would remove the
+    # killed runner's folder before this test looks for it
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    proc = subprocess.Popen([sys.executable, str(script)], env={**env, "TMPDIR": str(private), "DAY0_BACKENDS":
                             "faulty=doubles.faulty_backend:FaultyBackend"}, start_new_session=True)
     workers: list[int] = []
     for _ in range(120):  # the worker starts, then hangs in the kernel

@@ -89,29 +89,37 @@ def test_rendered_files_and_device_model_copy(tmp_path, capsys):
 ROOT = Path(__file__).resolve().parent.parent  # the checkout whose sdk is under test
 
 
+#: directories the generated packages are installed into (installed_package), on every command's path
+SITES: list[str] = []
+
+
 def run(*cmd: str, cwd: Path, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join([*SITES, str(ROOT), os.environ.get("PYTHONPATH", "")])
     return subprocess.run(cmd, cwd=cwd, env={**os.environ, "PYTHONPATH": path, **(env or {})},
                           capture_output=True, text=True, timeout=timeout)
 
 
 def installed_package(root: Path, name: str, *scaffold_args: str):
-    """`day0 scaffold NAME [args]` into root, pip-installed (editable) into this environment: yields
-    the project directory and uninstalls the package afterwards (the body of a fixture)."""
+    """`day0 scaffold NAME [args]` into root, pip-installed into a directory of its own that every
+    command `run` starts is given on its path (the body of a fixture): yields the project directory.
+    Not into the environment running the tests, where other test processes (pytest -n) would find
+    its entry points registered before or after its modules are there, and Triton, which imports
+    every registered backend, would not start."""
     assert main(["scaffold", name, *scaffold_args, "--out", str(root)]) == 0
-    project = root / f"{name}_triton_backend"
-    pip = run(sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "-e", str(project),
-              cwd=root)
+    project, site = root / f"{name}_triton_backend", root / "site"
+    pip = run(sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps",
+              "--target", str(site), str(project), cwd=root)
+    assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
+    SITES.append(str(site))
     try:
-        assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
         yield project
     finally:
-        run(sys.executable, "-m", "pip", "uninstall", "-y", project.name, cwd=root)
+        SITES.remove(str(site))
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """The scaffolded package, pip-installed (editable) into this environment for the module."""
+    """The scaffolded package, installed for the module (installed_package)."""
     yield from installed_package(tmp_path_factory.mktemp("scaffold"), NAME)
 
 

@@ -57,7 +57,7 @@ def test_rendered_llvm_package(tmp_path, capsys):
 # ---------------------------------------------------------------------- generated package
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """The package, scaffolded with --codegen llvm and pip-installed (editable) for the module."""
+    """The package, scaffolded with --codegen llvm and installed for the module (installed_package)."""
     yield from installed_package(tmp_path_factory.mktemp("scaffold_llvm"), NAME, "--codegen", "llvm")
 
 

@@ -81,8 +81,9 @@ def test_out_of_memory_is_retried_alone_and_never_a_kernel_failure(env, tmp_path
     assert len(attempts.read_text().split()) == 2 * len(items)
 
 
-def test_workers_are_pinned_one_per_device(env):
-    got = _run(_items(4), {**env, "DAY0_CONTAIN": "probe", "DAY0_DEVICES": "3,5"}, jobs=2, timeout=120)
+def test_workers_are_pinned_one_per_device(env, tmp_path):
+    got = _run(_items(4), {**env, "DAY0_CONTAIN": "probe", "DAY0_DEVICES": "3,5",
+                           "DAY0_CONTAIN_FILE": str(tmp_path / "devices")}, jobs=2, timeout=120)
     seen = {s["cuda_visible_devices"] for _, o in got for s in o["launch_stats"]}
     assert seen == {"3", "5"}, got
 

@@ -86,7 +86,9 @@ class ContainBackend(CpuInterpBackend):
     fork   forks a child that sleeps (its pid appended to DAY0_CONTAIN_FILE), then segfaults;
     leak   keeps 120 MB more resident memory per launch;
     oom    raises an out-of-memory error on an item's first attempt (attempts counted in the file);
-    probe  reports the CUDA_VISIBLE_DEVICES it runs with in its launch stats."""
+    probe  reports the CUDA_VISIBLE_DEVICES it runs with in its launch stats; with DAY0_CONTAIN_FILE,
+           appends it there and waits (up to 30 s) until two devices are listed, so that one
+           worker cannot run every item before the other has started."""
 
     name = "contain"
     target = Target.from_device_model("contain", "host_cpu")
@@ -105,6 +107,12 @@ class ContainBackend(CpuInterpBackend):
             block = bytearray(120 << 20)
             block[::4096] = b"\x01" * len(block[::4096])
             _HELD.append(block)
+        if mode == "probe" and path:
+            with open(path, "a") as fh:
+                fh.write(os.environ.get("CUDA_VISIBLE_DEVICES", "") + "\n")
+            deadline = time.monotonic() + 30
+            while len(set(open(path).read().split())) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
         if mode == "oom":
             key = f"{args[-1]}-{args[0].dtype}"  # size and dtype tell the items apart
             seen = open(path).read().split() if os.path.exists(path) else []

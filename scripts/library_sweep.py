@@ -241,12 +241,26 @@ def worker(ids: list[str], results: Path, backend: str, sweep: Sweep = SWEEP) ->
             except NotInstalled as exc:
                 rec = {"status": "skipped", "detail": str(exc)}
             except Exception as exc:  # the library's or the backend's error, recorded
-                tb = traceback.extract_tb(exc.__traceback__)
-                where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(tb)), "")
-                rec = {"status": "error", "detail": _first_line(exc), "where": where}
+                rec = _not_installed(exc, op, sweep) or _error(exc)
             rec.update(id=item, seconds=round(time.perf_counter() - t0, 2))
             fh.write(json.dumps(rec) + "\n")
             fh.flush()
+
+
+def _not_installed(exc: Exception, op: SweepOp, sweep: Sweep) -> dict | None:
+    """A `skipped` record when `exc` says the op's own library is missing (the module not found is
+    its origin or its pip distribution's import name: liger-kernel -> liger_kernel); else None."""
+    dist = sweep.libs.get(op.lib, op.lib)
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in (op.lib, dist.replace("-", "_")):
+        return {"status": "skipped", "detail": f"not installed: pip install {dist} ({_first_line(exc)})"}
+    return None
+
+
+def _error(exc: Exception) -> dict:
+    """An `error` record: the exception's first line and the innermost file:line it came from."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = next((f"{Path(f.filename).name}:{f.lineno}" for f in reversed(tb)), "")
+    return {"status": "error", "detail": _first_line(exc), "where": where}
 
 
 # ------------------------------------------------------------------------------ the driver

@@ -156,6 +156,24 @@ def test_a_library_is_credited_only_with_kernels_that_ran():
     liger = {"name": "_swiglu_forward_kernel", "origin": "liger", "launches": 1}
     assert _libraries_used([liger], ["liger_kernel", "fla"]) == (
         "; library kernels from liger; fla imported, none of its kernels ran")
+    from sdk.modeltier.runner import EXPORTING_INSIDE_COMPILE
+    assert _libraries_used([inductor], ["fla"], exporting=True) == (
+        f"; fla imported, none of its kernels ran ({EXPORTING_INSIDE_COMPILE})")
+    assert _libraries_used([inductor, fla_ran], ["fla"], exporting=True) == "; library kernels from fla"
+
+
+def test_a_torch_that_says_it_is_exporting_inside_compile_is_detected(monkeypatch):
+    """torch 2.11 answers torch.compiler.is_exporting() True while torch.compile traces, which sends
+    transformers down its PyTorch path for library layers: the probe tells such a torch apart."""
+    import torch
+    from sdk.modeltier.worker import exporting_inside_compile
+    if torch.__version__.startswith("2.13."):  # the pinned torch answers False there
+        assert exporting_inside_compile() is False
+    for answer in (True, False):
+        torch._dynamo.reset()
+        monkeypatch.setattr(torch.compiler, "is_exporting", lambda answer=answer: answer)
+        assert exporting_inside_compile() is answer
+    torch._dynamo.reset()
 
 
 # ------------------------------------------------------- configs as published (field names, layer lists)

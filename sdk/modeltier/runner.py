@@ -270,7 +270,7 @@ def _judge(job: Job, entry: dict | None, result: dict) -> dict:
     if entry is None:
         return {"status": "error", "detail": "not run: an earlier mode failed"}
     kernels = entry.get("kernels", [])
-    via = _libraries_used(kernels, result.get("libraries") or [])
+    via = _libraries_used(kernels, result.get("libraries") or [], bool(result.get("exporting_inside_compile")))
     out: dict[str, Any] = {"kernels": kernels, "launch_s": entry.get("seconds")}
     shares = [k["native"] for k in kernels if k.get("native") is not None]
     if shares and min(shares) < 1.0:  # a delegating backend: how much of the model was its own
@@ -310,15 +310,23 @@ def _judge(job: Job, entry: dict | None, result: dict) -> dict:
 _NOT_LIBRARIES = ("inductor", "day0", "user", "unknown")
 
 
-def _libraries_used(kernels: list[dict], imported: list[str]) -> str:
+#: why no library kernel runs in a compiled model under a torch whose is_exporting() is True then
+EXPORTING_INSIDE_COMPILE = ("this torch answers torch.compiler.is_exporting() True inside torch.compile, "
+                            "and transformers then takes its PyTorch path for a library's layers")
+
+
+def _libraries_used(kernels: list[dict], imported: list[str], exporting: bool = False) -> str:
     """Which upstream libraries' kernels ran in this mode (from the kernels' origins), and which
     were imported by transformers without any of their kernels running (it took its PyTorch path:
-    a version check, or a layer the library does not cover)."""
+    a version check, a layer the library does not cover, or, with `exporting`, a torch that says it
+    is exporting while torch.compile traces: sdk.modeltier.worker.exporting_inside_compile)."""
     ran = sorted({k["origin"] for k in kernels if k.get("launches") and k.get("origin") not in _NOT_LIBRARIES})
     text = f"; library kernels from {', '.join(ran)}" if ran else ""
     idle = [m for m in imported if not any(m == o or m.startswith(o + "_") for o in ran)]
     if idle:
         text += f"; {', '.join(idle)} imported, none of its kernels ran"
+        if exporting:
+            text += f" ({EXPORTING_INSIDE_COMPILE})"
     return text
 
 

@@ -121,6 +121,22 @@ def _hide_libraries() -> None:
         sys.modules[name] = None  # import fails
 
 
+def exporting_inside_compile() -> bool:
+    """Whether torch.compiler.is_exporting() answers True while torch.compile traces a function
+    (torch 2.11 does). transformers' wrappers of library kernels (FLA's gated delta rule ...) take
+    their PyTorch path when exporting, so under such a torch no library kernel runs in a compiled
+    model, whatever is installed."""
+    import torch
+
+    def probe(x):
+        return x + 1 if torch.compiler.is_exporting() else x
+
+    try:
+        return bool(torch.compile(probe, backend="eager", fullgraph=True)(torch.zeros(1)).item() == 1)
+    except Exception:  # no answer: say nothing
+        return False
+
+
 def _relative_rmse(got, want) -> float:
     """||got - want|| / ||want||, in fp64."""
     return float((got - want).double().norm() / max(float(want.double().norm()), 1e-30))
@@ -179,6 +195,7 @@ def backend_run(spec: dict, ref_path: str, out_path: str) -> None:
             raise RuntimeError(f"weights differ from the reference model: missing {sorted(missing)[:5]}, "
                                f"unexpected {sorted(unexpected)[:5]}")
         results["libraries"] = sorted(m for m in LIBRARIES if m in sys.modules and sys.modules[m] is not None)
+        results["exporting_inside_compile"] = exporting_inside_compile()
         # the model and its inputs live where the backend's kernels read them (a GPU's memory for
         # nvidia_ref): Inductor generates Triton for the device its tensors are on
         device = torch.device(get_backend(session.backend).torch_device)

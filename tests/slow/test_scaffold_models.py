@@ -34,8 +34,17 @@ def test_a_whole_model_runs_through_it_with_delegation(installed, model):
         assert r["kernels"] and all(k["status"] == "ran" for k in r["kernels"])
         assert r["native"] is not None and r["native"] < 1.0 and r["borrowed_ops"], r
     assert "% native)" in out.stdout
-    if model == "qwen3_next":  # its Gated DeltaNet layers run FLA's kernels, on this backend too
-        assert any(k["origin"] == "fla" for r in recs for k in r["kernels"]), recs[0]["kernels"]
+    if model == "qwen3_next":
+        # its Gated DeltaNet layers run FLA's kernels, on this backend too; where the torch says it
+        # is exporting inside torch.compile (2.11), transformers takes its PyTorch path and the
+        # prefill record says why
+        from sdk.modeltier.runner import EXPORTING_INSIDE_COMPILE
+        from sdk.modeltier.worker import exporting_inside_compile
+        prefill = next(r for r in recs if r["case"] == "prefill")
+        if exporting_inside_compile():
+            assert EXPORTING_INSIDE_COMPILE in prefill["detail"], prefill["detail"]
+        else:
+            assert any(k["origin"] == "fla" for k in prefill["kernels"]), prefill["kernels"]
 
 
 def test_a_whole_model_without_delegation_names_the_missing_ops(installed):

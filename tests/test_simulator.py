@@ -568,3 +568,26 @@ def test_a_capture_refuses_configurations_the_target_cannot_hold():
 
     assert chosen(load("nvidia_l4")) == (small, True)     # 128 KiB > 99 KiB
     assert chosen(load("nvidia_h100")) == (big, False)    # 192 KiB <= 227 KiB
+
+
+@triton.jit
+def row_max(x_ptr, out_ptr, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.full([BLOCK], float("-inf"), tl.float32)
+    for i in range(0, N, BLOCK):
+        acc = tl.maximum(acc, tl.load(x_ptr + row * N + i + tl.arange(0, BLOCK)))
+    tl.store(out_ptr + row, tl.max(acc, 0))
+
+
+def test_a_program_alone_on_its_unit_waits_for_its_own_bytes():
+    """Where every program has an SM to itself, a round of loads it waits for costs the latency and
+    then its bytes: the launch's memory time joins the serial path. One program more than there
+    are SMs and another program can hide them: the serial path is latency and compute alone."""
+    h100 = load("nvidia_h100")
+    n, U = 8192, h100.units
+    x = torch.randn((U + 1) * n, generator=torch.Generator().manual_seed(3))
+    alone = launch_time(_counts(lambda: row_max[(U,)](x, torch.empty(U + 1), n, BLOCK=1024)), h100, EFF)
+    shared = launch_time(_counts(lambda: row_max[(U + 1,)](x, torch.empty(U + 1), n, BLOCK=1024)), h100, EFF)
+    assert alone.terms["memory"] > 0 and shared.terms["memory"] == pytest.approx(alone.terms["memory"], rel=0.05)
+    assert alone.terms["latency"] - shared.terms["latency"] == pytest.approx(alone.terms["memory"], rel=1e-3)
+    assert alone.terms["latency"] > alone.terms["memory"] + (n // 1024) * EFF.dram_latency_s

@@ -254,7 +254,8 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     t_mem = max(t_mem, strided_element_time(c, device, eff, per_unit))
 
     # ---- a program's serial path ----------------------------------------------------------------
-    piped, other = _latency_rounds(c, stages_of(c, st))
+    stages = stages_of(c, st)
+    piped, other = _latency_rounds(c, stages)
     vec_ops = sum(issue_ops(unit, dtype, v) for (unit, dtype, _), v in c.flops.items()
                   if unit in ("vector", "special")) + decode
     lanes = warps * st.warp_size if st.gpu else device.vector.lanes_per_unit.value
@@ -268,6 +269,11 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
     # loads a pipelined dot loop keeps in flight overlap the program's compute chain; every other
     # round of loads waits for its data before the compute that needs it: it adds to the chain
     t_lat = waves * (other * eff.dram_latency_s + max(piped * eff.dram_latency_s, chain) + eff.program_overhead_s)
+    if st.gpu and P <= U:
+        # every program has a unit to itself, with no second program to hide its transfers behind:
+        # the bytes of the rounds it waits for (those outside pipelined dot loops) stream on its
+        # serial path after their latency, at its share of the bandwidth (the launch's memory time)
+        t_lat += _waited_share(c, stages) * t_mem
 
     t_vs = max(t_vec, t_sp)
     t_comp = t_mx + t_vs
@@ -341,14 +347,23 @@ def strided_element_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies
     return t
 
 
+def _piped_rounds(c: LaunchCounts, stages: int) -> float:
+    """Load rounds per program in loops the compiler pipelines: those that load their dots' operands."""
+    return sum(loop.iterations for loop in c.loops.values() if loop.has_load and loop.has_dot and stages > 1)
+
+
+def _waited_share(c: LaunchCounts, stages: int) -> float:
+    """The share of a program's load rounds whose data it waits for (those outside pipelined loops)."""
+    piped = _piped_rounds(c, stages)
+    other = max(c.load_rounds - piped, 0.0)
+    return other / (other + piped) if other + piped > 0 else 1.0
+
+
 def _latency_rounds(c: LaunchCounts, stages: int) -> tuple[float, float]:
     """Dependent load rounds per program, (those of pipelined dot loops, the others): a loop that
     loads the operands of its dots keeps stages - 1 iterations in flight; at least one round for a
     program that loads at all."""
-    piped = 0.0
-    for loop in c.loops.values():
-        if loop.has_load and loop.has_dot and stages > 1:
-            piped += loop.iterations
+    piped = _piped_rounds(c, stages)
     other = max(c.load_rounds - piped, 0.0)
     piped /= (stages - 1 if stages > 2 else 1.0)
     if piped + other < 1.0 and c.bytes_loaded:

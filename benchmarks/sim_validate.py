@@ -24,7 +24,6 @@ import datetime as _dt
 import hashlib
 import inspect
 import json
-import math
 import pickle
 import statistics
 import sys

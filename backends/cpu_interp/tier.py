@@ -34,7 +34,6 @@ import os
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any
 
 from sdk.backend import Options
 from sdk.errors import ConfigError

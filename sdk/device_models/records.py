@@ -7,7 +7,7 @@ SI units (bytes, bytes/s, FLOP/s, seconds) for the simulator and the reports.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, Mapping, TypeVar
+from typing import Generic, Mapping, TypeVar
 
 from .dtypes import FP8_DTYPES, canonical_dtype
 

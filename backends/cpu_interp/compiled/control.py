@@ -15,10 +15,9 @@ from llvmlite import ir
 from sdk.ttir import DenseAttr, TensorType
 
 from .abi import FAULT_STEP
-from .ops_arith import iconst
 from .table import TABLE
-from .tensors import TV, Buf, Lazy, Splat, const_i64
-from .types import I1, I64, ZERO32, Unsupported, elem_of, pointee, shape_of
+from .tensors import TV, Buf, Splat, const_i64
+from .types import I64, ZERO32, Unsupported, elem_of, pointee, shape_of
 
 rule = TABLE.rule
 

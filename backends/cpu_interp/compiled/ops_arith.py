@@ -15,12 +15,12 @@ from typing import Callable
 
 from llvmlite import ir
 
-from sdk.ttir import ScalarType, TensorType
+from sdk.ttir import TensorType
 
-from .numerics import call, f32c, finish, is_nan, round_to
+from .numerics import call, finish, round_to
 from .table import TABLE
 from .tensors import TV, Lazy, Splat
-from .types import F32, F64, I1, I8, I16, I32, I64, Elem, Unsupported, elem, elem_of, shape_of
+from .types import F64, I1, I8, I32, I64, Elem, Unsupported, elem_of, shape_of
 
 
 # ------------------------------------------------------------------------------- plumbing

@@ -15,10 +15,10 @@ from typing import Callable
 from llvmlite import ir
 
 from . import mathlib
-from .numerics import call, f32c, finish, is_nan
+from .numerics import call, finish, is_nan
 from .ops_arith import apply, elementwise, float_to_int, iconst, res
 from .table import TABLE
-from .types import F32, F64, I1, I32, I64, elem
+from .types import F32, F64, I1
 
 # ------------------------------------------------------------------------------ primitives
 #: functions with an LLVM intrinsic (lowered to the C library where the target has no instruction)

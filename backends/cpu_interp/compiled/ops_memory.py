@@ -20,9 +20,9 @@ from llvmlite import ir
 
 from .abi import FAULT_OOB, FAULT_RAW
 from .numerics import from_mem, to_mem
-from .ops_arith import apply, elementwise, iconst, res
+from .ops_arith import apply, elementwise, res
 from .table import TABLE
-from .tensors import TV, ZERO, Buf, Lazy, Splat, Trans
+from .tensors import TV, ZERO, Lazy, Splat, Trans
 from .types import I1, I8, I64, PTR, Unsupported, elem_of, pointee, shape_of
 
 I64_MAX = ir.Constant(I64, (1 << 63) - 1)

@@ -17,12 +17,12 @@ from sdk.ttir import DenseAttr, TensorType
 
 from .abi import FAULT_ASSERT
 from .core import KEEP_COST
-from .numerics import call, finish
-from .ops_arith import constant_scalar, iconst
+from .numerics import finish
+from .ops_arith import constant_scalar
 from .table import TABLE
 from .tensors import (TV, Broadcast, Buf, Cat, ExpandDims, Join, Range, Reshape, Split, Splat, Trans, ZERO,
                       cheap_to_recompute, const_i64)
-from .types import F32, F64, I1, I32, I64, Unsupported, elem, elem_of, numel, shape_of
+from .types import F32, F64, I1, I32, I64, elem, elem_of, shape_of
 
 rule = TABLE.rule
 

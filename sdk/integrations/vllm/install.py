@@ -12,8 +12,6 @@ the one it found. It refuses to run when any requirement would name torch, trito
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.metadata
 import re
 import shlex
 import subprocess

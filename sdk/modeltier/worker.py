@@ -195,7 +195,8 @@ def backend_run(spec: dict, ref_path: str, out_path: str) -> None:
             raise RuntimeError(f"weights differ from the reference model: missing {sorted(missing)[:5]}, "
                                f"unexpected {sorted(unexpected)[:5]}")
         results["libraries"] = sorted(m for m in LIBRARIES if m in sys.modules and sys.modules[m] is not None)
-        results["exporting_inside_compile"] = exporting_inside_compile()
+        # asked only where a library was imported: the answer explains only an idle library
+        results["exporting_inside_compile"] = bool(results["libraries"]) and exporting_inside_compile()
         # the model and its inputs live where the backend's kernels read them (a GPU's memory for
         # nvidia_ref): Inductor generates Triton for the device its tensors are on
         device = torch.device(get_backend(session.backend).torch_device)

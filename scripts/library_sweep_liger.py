@@ -98,8 +98,9 @@ def _dyt_make(gen, dtype):
 op("dyt", _dyt_make, lambda x: {"y": lf("liger_dyt")(x["x"], x["alpha"], x["gamma"], x["beta"])},
    lambda x: {"y": x["gamma"] * torch.tanh(x["alpha"] * x["x"]) + x["beta"]}, ("x", "alpha", "gamma", "beta"),
    BOTH, tol={"dalpha@bf16": 3e-2, "dgamma@bf16": 3e-2, "dbeta@bf16": 3e-2},
-   expect="b: liger_kernel/ops/dyt.py:130-137 sizes its backward's partial sums by the device's SM count "
-          "only for cuda / xpu / npu (utils.infer_device); on any other device NUM_SMS is unbound")
+   expect="b: liger_kernel/ops/dyt.py:130-137 sizes its backward's partial sums by the SM count of the "
+          "device utils.infer_device names (cuda / xpu / npu), not the tensors' own: for CPU tensors NUM_SMS "
+          "is unbound on a host without a GPU, and torch.cuda refuses the CPU device on a host with one")
 
 op("dyt[forward]", _dyt_make, lambda x: {"y": lf("liger_dyt")(x["x"], x["alpha"], x["gamma"], x["beta"])},
    lambda x: {"y": x["gamma"] * torch.tanh(x["alpha"] * x["x"]) + x["beta"]}, (), BOTH,

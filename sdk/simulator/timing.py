@@ -347,15 +347,16 @@ def strided_element_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies
     return t
 
 
-def _piped_rounds(c: LaunchCounts, stages: int) -> float:
-    """Load rounds per program in loops the compiler pipelines: those that load their dots' operands."""
-    return sum(loop.iterations for loop in c.loops.values() if loop.has_load and loop.has_dot and stages > 1)
+def _round_split(c: LaunchCounts, stages: int) -> tuple[float, float]:
+    """A program's load rounds, (those in loops the compiler pipelines -- loops that load their dots'
+    operands --, the others, whose data the program waits for)."""
+    piped = sum(loop.iterations for loop in c.loops.values() if loop.has_load and loop.has_dot and stages > 1)
+    return piped, max(c.load_rounds - piped, 0.0)
 
 
 def _waited_share(c: LaunchCounts, stages: int) -> float:
     """The share of a program's load rounds whose data it waits for (those outside pipelined loops)."""
-    piped = _piped_rounds(c, stages)
-    other = max(c.load_rounds - piped, 0.0)
+    piped, other = _round_split(c, stages)
     return other / (other + piped) if other + piped > 0 else 1.0
 
 
@@ -363,8 +364,7 @@ def _latency_rounds(c: LaunchCounts, stages: int) -> tuple[float, float]:
     """Dependent load rounds per program, (those of pipelined dot loops, the others): a loop that
     loads the operands of its dots keeps stages - 1 iterations in flight; at least one round for a
     program that loads at all."""
-    piped = _piped_rounds(c, stages)
-    other = max(c.load_rounds - piped, 0.0)
+    piped, other = _round_split(c, stages)
     piped /= (stages - 1 if stages > 2 else 1.0)
     if piped + other < 1.0 and c.bytes_loaded:
         other = 1.0 - piped

@@ -92,6 +92,8 @@ def pytest_runtest_logreport(report) -> None:  # noqa: D401 - pytest hook
             outcome = "error"
         rec = {"nodeid": report.nodeid, "outcome": outcome, "when": report.when,
                "duration": round(report.duration, 3), "message": _message(report)}
+        if report.when == "call":
+            rec.update(_launch_tiers())
     if rec is not None:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(rec) + "\n")
@@ -100,9 +102,34 @@ def pytest_runtest_logreport(report) -> None:  # noqa: D401 - pytest hook
 
 def pytest_runtest_logstart(nodeid, location) -> None:  # noqa: D401 - pytest hook
     path = os.environ.get(LOG_ENV)
+    _launch_tiers()  # what an earlier case's teardown launched is not this case's
     if path:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"nodeid": nodeid, "outcome": "started"}) + "\n")
+
+
+def _launch_tiers() -> dict:
+    """The launches since the last call, by the tier that ran them ({"launches": {tier: n},
+    "interp_why": [...]}), for a backend that reports them (`take_launch_stats`, as cpu_interp
+    does); {} when nothing launched or day0 was never imported."""
+    mod = sys.modules.get("sdk.backend")
+    name = os.environ.get("TRITON_DEFAULT_BACKEND", "")
+    if mod is None or name not in mod.registry.names():
+        return {}
+    try:
+        stats = mod.registry.get(name).take_launch_stats()
+    except Exception:  # noqa: BLE001 - a backend that cannot say leaves the record as it was
+        return {}
+    tiers: collections.Counter = collections.Counter()
+    why = set()
+    for s in stats:
+        tier = str(s.get("tier", "?"))
+        tiers[tier] += int(s.get("launches", 0))
+        if tier != "compiled" and s.get("detail"):
+            why.add(" ".join(str(s["detail"]).split())[:200])
+    if not tiers:
+        return {}
+    return {"launches": dict(tiers), **({"interp_why": sorted(why)[:3]} if why else {})}
 
 
 def _message(report) -> str:
@@ -432,12 +459,16 @@ def summarise(collected: dict[str, list[str]], uncollected: dict[str, str], resu
             key = (path, function_of(i))
             row = rows.setdefault(key, {"file": path, "function": key[1], "collected": 0, "run": 0,
                                         "passed": 0, "failed": 0, "skipped": 0, "xfailed": 0,
-                                        "classes": collections.Counter(), "failures": []})
+                                        "classes": collections.Counter(), "failures": [],
+                                        "launches": collections.Counter(), "cases_interp": 0})
             row["collected"] += 1
             rec = results.get(_short(rootdir, i))
             if rec is None:
                 continue
             row["run"] += 1
+            row["launches"].update(rec.get("launches") or {})
+            if any(t != "compiled" for t in rec.get("launches") or {}):
+                row["cases_interp"] += 1
             out = rec["outcome"]
             if out == "passed":
                 row["passed"] += 1
@@ -455,6 +486,7 @@ def summarise(collected: dict[str, list[str]], uncollected: dict[str, str], resu
     out = []
     for row in rows.values():
         row["classes"] = dict(sorted(row["classes"].items()))
+        row["launches"] = dict(sorted(row["launches"].items()))
         out.append(row)
     for path, why in uncollected.items():
         cls, reason = classify(path, why, rules)
@@ -463,6 +495,43 @@ def summarise(collected: dict[str, list[str]], uncollected: dict[str, str], resu
                     "failures": [{"case": path, "outcome": "error", "class": cls, "reason": reason,
                                   "message": why[:300]}]})
     return out
+
+
+def tier_totals(records) -> tuple[dict, dict]:
+    """Launches by tier over the case records, and per reason an interpreted launch gave (the
+    backend's words, op signatures left out), how many cases gave it."""
+    launches: collections.Counter = collections.Counter()
+    why: collections.Counter = collections.Counter()
+    for rec in records:
+        launches.update(rec.get("launches") or {})
+        why.update({_without_signatures(w) for w in rec.get("interp_why") or []})
+    return dict(sorted(launches.items())), dict(why.most_common())
+
+
+def _without_signatures(why: str) -> str:
+    """`why` without the parenthesised operand types after op names ("tt.call (f32 x i32)"), and
+    without a group cut short at the end."""
+    return re.sub(r" \([^()]*$", "", re.sub(r" \((?:[^()]|\([^()]*\))*\)", "", why)).strip()
+
+
+def render_tiers(meta: dict, rows: list[dict]) -> list[str]:
+    """The markdown section saying which tier ran the launches, where the backend reported it."""
+    t = meta["totals"]
+    if not t.get("launches"):
+        return []
+    lines = ["", "## Which tier ran the launches", "",
+             "- launches: " + ", ".join(f"{n} {tier}" for tier, n in t["launches"].items())
+             + f"; cases with a launch not compiled: {t.get('cases_interp', 0)}"]
+    if t.get("interp_why"):
+        lines += ["", "| cases | why a launch was not compiled (the backend's words) |", "|---:|---|"]
+        lines += [f"| {n} | {why} |" for why, n in t["interp_why"].items()]
+    fell_back = [r for r in rows if r.get("cases_interp")]
+    if fell_back:
+        lines += ["", "| file | test function | cases with a launch not compiled | launches by tier |",
+                  "|---|---|---:|---|"]
+        lines += [f"| {r['file']} | {r['function']} | {r['cases_interp']} | "
+                  + ", ".join(f"{tier} {n}" for tier, n in r["launches"].items()) + " |" for r in fell_back]
+    return lines
 
 
 def render_md(meta: dict, rows: list[dict]) -> str:
@@ -496,6 +565,7 @@ def render_md(meta: dict, rows: list[dict]) -> str:
         lines += ["", "## Failures of class a or unclassified", ""]
         for r, f in unclassified:
             lines.append(f"- `{r['file']}::{f['case']}` [{f['class']}] {f['outcome']}: {f['message']}")
+    lines += render_tiers(meta, rows)
     return "\n".join(lines) + "\n"
 
 
@@ -634,6 +704,8 @@ def main(argv=None) -> int:
     for r in rows:
         classes.update(r["classes"])
     totals["classes"] = dict(sorted(classes.items()))
+    totals["launches"], totals["interp_why"] = tier_totals(results[k] for k in order if k in results)
+    totals["cases_interp"] = sum(r["cases_interp"] for r in cases)
     meta = {"backend": args.backend, "tier": args.tier, "device": device, "triton": triton.__version__,
             "tests_commit": tests_commit(lang, args.tests_commit), "per_function": args.per_function,
             "files": [str(f.relative_to(rootdir)) for f in files], "jobs": args.jobs,
@@ -651,7 +723,8 @@ def main(argv=None) -> int:
 
 def case_record(key: str, rec: dict) -> dict:
     """One line of OUT.cases.jsonl: the case (relative to the tests' rootdir) and its outcome."""
-    return {"case": key, **{k: rec[k] for k in ("outcome", "when", "duration", "message") if k in rec}}
+    return {"case": key, **{k: rec[k] for k in ("outcome", "when", "duration", "message", "launches",
+                                                 "interp_why") if k in rec}}
 
 
 if __name__ == "__main__":

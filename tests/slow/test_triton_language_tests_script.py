@@ -157,3 +157,70 @@ def test_existing_output_needs_force_or_resume(tree, tmp_path):
     proc = run(tree, out)
     assert proc.returncode == 2 and "pass --force to overwrite it or --resume" in proc.stderr
     assert Path(str(out) + ".cases.jsonl").read_text() == ""
+
+
+KERNELS = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit(noinline=True)
+def _twice(x):
+    return x * 2
+
+
+@triton.jit
+def plain(x_ptr, y_ptr, N: tl.constexpr):
+    tl.store(y_ptr + tl.arange(0, N), tl.load(x_ptr + tl.arange(0, N)) * 2)
+
+
+@triton.jit
+def out_of_line(x_ptr, y_ptr):
+    pid = tl.program_id(0)
+    tl.store(y_ptr + pid, _twice(tl.load(x_ptr + pid)))
+
+
+def test_plain(device):
+    x = torch.arange(16, dtype=torch.float32, device=device)
+    y = torch.full_like(x, float("nan"))
+    plain[(1,)](x, y, N=16)
+    assert torch.equal(y, x * 2)
+
+
+def test_out_of_line(device):
+    x = torch.arange(16, dtype=torch.float32, device=device)
+    y = torch.full_like(x, float("nan"))
+    out_of_line[(16,)](x, y)
+    out_of_line[(16,)](x, y)
+    assert torch.equal(y, x * 2)
+
+
+def test_no_launch():
+    assert 1 + 1 == 2
+'''
+
+
+def test_records_say_which_tier_ran_each_case(tmp_path):
+    """On tier compiled, a case's record counts its launches per tier, and a launch the tier
+    handed to the interpreter carries the backend's reason; the summary totals them."""
+    root = tmp_path / "tt"
+    lang = root / "python" / "test" / "unit" / "language"
+    lang.mkdir(parents=True)
+    (root / "python" / "test" / "conftest.py").write_text(CONFTEST)
+    (lang / "test_core.py").write_text(KERNELS)
+    out = tmp_path / "tiers"
+    proc = run(root, out, "--tier", "compiled", env={"DAY0_CPU_CACHE_DIR": str(tmp_path / "objects")})
+    assert proc.returncode == 0, proc.stderr
+    recs = {json.loads(ln)["case"].split("::", 1)[1]: json.loads(ln)
+            for ln in Path(str(out) + ".cases.jsonl").read_text().splitlines()}
+    assert {k: r["outcome"] for k, r in recs.items()} == dict.fromkeys(
+        ["test_plain", "test_out_of_line", "test_no_launch"], "passed")
+    assert recs["test_plain"]["launches"] == {"compiled": 1} and "interp_why" not in recs["test_plain"]
+    assert recs["test_out_of_line"]["launches"] == {"interp": 2}
+    assert any("tt.call" in w for w in recs["test_out_of_line"]["interp_why"])
+    assert "launches" not in recs["test_no_launch"]
+    meta = json.loads(Path(str(out) + ".json").read_text())["meta"]
+    assert meta["totals"]["launches"] == {"compiled": 1, "interp": 2} and meta["totals"]["cases_interp"] == 1
+    md = Path(str(out) + ".md").read_text()
+    assert "## Which tier ran the launches" in md and "1 compiled, 2 interp" in md

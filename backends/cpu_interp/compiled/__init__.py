@@ -9,6 +9,7 @@ vendor would read them:
   core.py       the function emitter: arena, loop nests, faults, the grid loop
   table.py      the emitter table (a LoweringTable), filled by the op families:
   ops_arith.py  ops_math.py (mathlib.py)  ops_memory.py  ops_tensor.py  control.py
+  descriptors.py  tensor descriptors, rewritten into pointers by Triton's own pass
   numerics.py   f16 / bf16 / fp8 rounding and conversions, bit for bit the interpreter's
   jit.py        optimise, emit the object, cache it (memory and disk), load it with MCJIT
   launch.py     run the kernel over the grid on a thread pool; faults as the interpreter words them
@@ -49,6 +50,12 @@ def refusal(module: Module, bounds_check: bool = True, checks: tuple = ()) -> st
     if checks:
         return (f"the {' and '.join(checks)} check{'s run' if len(checks) > 1 else ' runs'} on the interpreter "
                 f"(options.checks, DAY0_CHECK_*)")
+    from .descriptors import lowerable
+    from .types import Unsupported
+    try:
+        module = lowerable(module)
+    except Unsupported as exc:
+        return f"not lowered by the compiled tier: {exc}"
     missing = sorted({f"{m.name} ({m.signature})" if m.signature else m.name for m in TABLE.missing(module)})
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
@@ -71,15 +78,17 @@ def emit(module: Module, bounds_check: bool = True) -> tuple[str | None, dict, s
     why = refusal(module, bounds_check)
     if why:
         return None, {}, why
+    from .descriptors import flag_count, lowerable
     t0 = time.perf_counter()
-    kc = KernelCompiler(module, bounds_check)
     try:
+        kc = KernelCompiler(lowerable(module), bounds_check)
+        flag_count(module, kc.module)  # the launcher can line up host descriptors with the parameters
         text = kc.build()
-        params = [elem_of(a.type).name for a in module.entry.args]
+        params = [elem_of(a.type).name for a in kc.module.entry.args]
     except Unsupported as exc:
         return None, {}, f"not lowered by the compiled tier: {exc}"
     from .ops_memory import program_order
-    return text, {"params": params, "arena": kc.arena, "serial": program_order(module),
+    return text, {"params": params, "arena": kc.arena, "serial": program_order(kc.module),
                   "emit_s": round(time.perf_counter() - t0, 4)}, ""
 
 

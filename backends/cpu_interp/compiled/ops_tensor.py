@@ -22,7 +22,7 @@ from .ops_arith import constant_scalar
 from .table import TABLE
 from .tensors import (TV, Broadcast, Buf, Cat, ExpandDims, Join, Range, Reshape, Split, Splat, Trans, ZERO,
                       cheap_to_recompute, const_i64)
-from .types import F32, F64, I1, I32, I64, elem, elem_of, shape_of
+from .types import F32, F64, I1, I32, I64, Unsupported, elem, elem_of, shape_of
 
 rule = TABLE.rule
 
@@ -112,6 +112,19 @@ def _reshape(fx, op, x):
     if tuple(x.shape) == shape:
         return x
     return Reshape(x, shape)
+
+
+@rule("builtin.unrealized_conversion_cast")
+def _unrealized_cast(fx, op, x):
+    """What Triton's descriptor rewrite (descriptors.py) leaves where a load drops its block's
+    leading unit dimensions: the same elements at another shape, a reshape. No other cast is lowered."""
+    src, dst = op.operands[0].type, op.result.type
+    if (isinstance(src, TensorType) and isinstance(dst, TensorType) and src.element == dst.element
+            and int(np.prod(src.shape)) == int(np.prod(dst.shape))):
+        return _reshape(fx, op, x)
+    if src == dst:
+        return x
+    raise Unsupported(f"builtin.unrealized_conversion_cast from {src} to {dst}")
 
 
 @rule("tt.trans")

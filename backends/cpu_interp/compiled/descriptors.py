@@ -1,0 +1,98 @@
+"""Tensor descriptors on the compiled tier: rewritten into pointers by Triton's own TTIR pass.
+
+A device without a tensor-memory copy engine runs `tt.make_tensor_descriptor` and the
+`tt.descriptor_*` accesses as ordinary masked loads, stores and atomics. Triton ships the rewrite
+(`rewrite_tensor_descriptor_to_pointer`, the pass NVIDIA's backend runs below sm_90): each
+descriptor becomes its base pointer, its shape and strides (i64 each) and its padding flag (i1,
+set for NaN padding), and each access a pointer tensor and an in-bounds mask. The compiled tier
+lowers the rewritten module; the interpreter keeps the descriptors (its faults name them).
+
+A host descriptor parameter (`TensorDescArg`) becomes those 1 + 2 * rank + 1 parameters in
+place of the descriptor (Triton 3.8 adds a second flag), so the launcher passes the descriptor as
+its base tensor, shape, strides and flags (`expand_args`); the shape and stride parameters Triton's
+frontend adds after it stay as they are.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+
+from sdk.records import TensorDescArg
+from sdk.ttir import Module, parse
+from sdk.ttir.types import TensorDescType
+
+from .types import Unsupported
+
+#: the ops that make or use a tensor descriptor
+OPS = frozenset({"tt.make_tensor_descriptor", "tt.descriptor_load", "tt.descriptor_store",
+                 "tt.descriptor_reduce", "tt.descriptor_gather", "tt.descriptor_scatter"})
+
+
+def uses_descriptors(module: Module) -> bool:
+    """Whether any function of `module` takes, makes or uses a tensor descriptor."""
+    if any(isinstance(a.type, TensorDescType) for f in module.funcs.values() for a in f.args):
+        return True
+    return any(op.name in OPS for op in module.walk())
+
+
+def lowerable(module: Module) -> Module:
+    """`module` without tensor descriptors: itself when it has none, else Triton's rewrite of it
+    (its locations pointing where `module`'s do). Raises Unsupported when the pass refuses."""
+    if not uses_descriptors(module):
+        return module
+    out = parse(_rewrite(module.text))
+    out.relocate(module.entry.loc.file if module.entry.loc is not None else None)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _rewrite(text: str) -> str:
+    from triton._C.libtriton import ir
+    from sdk.stages import run_passes
+    ctx = ir.context()
+    ir.load_dialects(ctx)
+    fd, path = tempfile.mkstemp(suffix=".ttir")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        mod = ir.parse_mlir_module(path, ctx)
+    finally:
+        os.unlink(path)
+    mod.context = ctx
+    try:
+        run_passes(mod, ("rewrite_tensor_descriptor_to_pointer", "canonicalizer", "cse"), "day0_descriptors")
+    except Exception as exc:  # noqa: BLE001 - MLIR reports a refused rewrite as a RuntimeError
+        raise Unsupported(f"Triton's rewrite_tensor_descriptor_to_pointer refused it "
+                          f"({' '.join(str(exc).split())[:200]})") from None
+    return mod.str()
+
+
+def flag_count(module: Module, lowered: Module) -> int:
+    """How many i1 flags the rewrite gives each descriptor parameter after its base, shape and
+    strides: the padding flag, and in Triton 3.8 also whether loads round f32 to tf32. Read off
+    the two signatures, so that it follows the installed Triton."""
+    descs = [a.type for a in module.entry.args if isinstance(a.type, TensorDescType)]
+    if not descs:
+        return 0
+    grown = len(lowered.entry.args) - len(module.entry.args) - sum(2 * len(t.block.shape) for t in descs)
+    if grown < len(descs) or grown % len(descs):
+        raise Unsupported(f"the rewritten {module.entry.name} has {len(lowered.entry.args)} parameters, "
+                          f"which do not split into its {len(descs)} descriptors")
+    return grown // len(descs)
+
+
+def expand_args(args, flags: int) -> list:
+    """Kernel arguments as the rewritten module takes them: each host descriptor as its base
+    tensor, shape, strides, then `flags` flags: padding with NaN, then (Triton 3.8) rounding to
+    tf32, which is left off, as the interpreter leaves it."""
+    out = []
+    for a in args:
+        if isinstance(a, TensorDescArg):
+            out += [a.base, *a.shape, *a.strides, int(a.padding == "nan")] + [0] * (flags - 1)
+        else:
+            out.append(a)
+    return out
+
+
+__all__ = ["OPS", "expand_args", "flag_count", "lowerable", "uses_descriptors"]

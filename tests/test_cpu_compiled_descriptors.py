@@ -1,7 +1,7 @@
 """Tensor descriptors on the compiled tier: made in the kernel or passed from the host, loads that
 read their padding past the edge, stores clipped at it, rank-3 blocks, gathers and scatters of
-rows, atomic reductions (unsigned min/max included), a descriptor chosen per program and one
-carried through a loop into a dot. The compiled tier rewrites descriptors into pointers with
+rows, atomic reductions (unsigned min/max included), a descriptor chosen per program, one handed
+to a function kept out of line, and one carried through a loop into a dot. The compiled tier rewrites descriptors into pointers with
 Triton's own pass (compiled/descriptors.py); every kernel here must run natively, agree with the
 interpreter bit for bit (the dot within rounding) and match a torch reference."""
 from __future__ import annotations
@@ -178,6 +178,28 @@ def test_descriptor_chosen_per_program():
     ref, got = both(launch, {"a": a, "b": b}, {"out": ((4, 8, 16), torch.float32)})
     same_bits(ref["out"], got["out"], "out")
     assert torch.equal(got["out"], torch.stack([a, b, a, b]))
+
+
+@triton.jit(noinline=True)
+def _copy_tile(src, dst, m, n):
+    dst.store([m, n], src.load([m, n]) + 1.0)
+
+
+@triton.jit
+def desc_through_call(x_desc, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    yd = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    _copy_tile(x_desc, yd, tl.program_id(0) * BM, tl.program_id(1) * BN)
+
+
+def test_descriptors_handed_to_a_function_kept_out_of_line():
+    M, N, BM, BN = 24, 40, 16, 16
+    x = torch.randn(M, N, generator=gen(613))
+
+    def launch(tier, x, y):
+        desc_through_call[(2, 3)](TensorDescriptor.from_tensor(x, [BM, BN]), y, M, N, BM=BM, BN=BN, cpu_tier=tier)
+    ref, got = both(launch, {"x": x}, {"y": ((M, N), torch.float32)})
+    same_bits(ref["y"], got["y"], "y")
+    assert torch.equal(got["y"], x + 1.0)
 
 
 @triton.jit

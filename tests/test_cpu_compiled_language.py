@@ -509,6 +509,55 @@ def test_atomics_with_colliding_lanes():
         assert got["x"][s].item() == last
 
 
+# ------------------------------------------------------------------ functions kept out of line
+@triton.jit(noinline=True)
+def _fma_pair(x, y, k):
+    return x * y + k, x - y * k
+
+
+@triton.jit(noinline=True)
+def _early_return(x, k):
+    if k > 0:
+        return x * k
+    return x - 1.0
+
+
+@triton.jit
+def out_of_line_calls(x_ptr, y_ptr, out_ptr, n, EARLY: tl.constexpr):
+    pid = tl.program_id(0)
+    x, y = tl.load(x_ptr + pid), tl.load(y_ptr + pid)
+    acc = 0.0
+    for k in range(-1, n):  # called in a loop
+        if EARLY:
+            acc += _early_return(x, k)
+        else:
+            a, b = _fma_pair(x, y, k)
+            acc += a * b
+    tl.store(out_ptr + pid, acc)
+
+
+@pytest.mark.parametrize("early", [False, True], ids=["one_block", "early_return"])
+def test_functions_kept_out_of_line(early):
+    """`noinline` is a GPU code-size hint: the compiled tier inlines such calls (Triton's inliner)
+    and runs the kernel natively. A callee with an early return is several blocks, which the
+    inliner does not put inside a loop: that kernel runs on the interpreter and says why."""
+    n, P = 4, 64
+    x, y = torch.randn(P, generator=gen(710)), torch.randn(P, generator=gen(711))
+
+    def launch(tier, x, y, out):
+        out_of_line_calls[(P,)](x, y, out, n, EARLY=early, cpu_tier=tier)
+    ref, got = both(launch, {"x": x, "y": y}, {"out": ((P,), torch.float32)}, native=not early)
+    same_bits(ref["out"], got["out"], "out")
+    want = torch.zeros(P, dtype=torch.float64)
+    xd, yd = x.double(), y.double()
+    for k in range(-1, n):
+        if early:
+            want += xd * k if k > 0 else xd - 1.0
+        else:
+            want += (xd * yd + k) * (xd - yd * k)
+    torch.testing.assert_close(got["out"].double(), want, rtol=1e-5, atol=1e-5)
+
+
 # ------------------------------------------------------------------------------- fallbacks
 @triton.jit
 def asm_kernel(x_ptr, out_ptr, N: tl.constexpr):

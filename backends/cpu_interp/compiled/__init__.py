@@ -9,7 +9,7 @@ vendor would read them:
   core.py       the function emitter: arena, loop nests, faults, the grid loop
   table.py      the emitter table (a LoweringTable), filled by the op families:
   ops_arith.py  ops_math.py (mathlib.py)  ops_memory.py  ops_tensor.py  control.py
-  descriptors.py  tensor descriptors, rewritten into pointers by Triton's own pass
+  prepare.py    the module it lowers: descriptors and out-of-line calls rewritten by Triton's own passes
   numerics.py   f16 / bf16 / fp8 rounding and conversions, bit for bit the interpreter's
   jit.py        optimise, emit the object, cache it (memory and disk), load it with MCJIT
   launch.py     run the kernel over the grid on a thread pool; faults as the interpreter words them
@@ -50,7 +50,7 @@ def refusal(module: Module, bounds_check: bool = True, checks: tuple = ()) -> st
     if checks:
         return (f"the {' and '.join(checks)} check{'s run' if len(checks) > 1 else ' runs'} on the interpreter "
                 f"(options.checks, DAY0_CHECK_*)")
-    from .descriptors import lowerable
+    from .prepare import lowerable
     from .types import Unsupported
     try:
         module = lowerable(module)
@@ -60,8 +60,6 @@ def refusal(module: Module, bounds_check: bool = True, checks: tuple = ()) -> st
     if missing:
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         return f"not lowered by the compiled tier: {', '.join(missing[:3])}{more}"
-    if len(module.funcs) != 1:
-        return "calls a function kept out of line (noinline), which the compiled tier does not lower"
     for op in module.walk():
         if op.name == "scf.while" and any(o.name in ("tt.atomic_cas", "tt.atomic_rmw") or
                                           (o.name == "tt.load" and o.attrs.get("isVolatile"))
@@ -78,7 +76,7 @@ def emit(module: Module, bounds_check: bool = True) -> tuple[str | None, dict, s
     why = refusal(module, bounds_check)
     if why:
         return None, {}, why
-    from .descriptors import flag_count, lowerable
+    from .prepare import flag_count, lowerable
     t0 = time.perf_counter()
     try:
         kc = KernelCompiler(lowerable(module), bounds_check)

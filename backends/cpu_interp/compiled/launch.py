@@ -20,7 +20,7 @@ import numpy as np
 from sdk.backend import DeviceArg
 from sdk.errors import KernelFault
 
-from . import descriptors, jit
+from . import jit, prepare
 from .abi import FAULT_ASSERT, FAULT_OOB, FAULT_RAW, FAULT_STEP
 
 _KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
@@ -72,8 +72,8 @@ class NativeKernel:
     """A compiled kernel loaded into this process. `run(grid, args, extra)` launches it."""
 
     def __init__(self, module, data: bytes, meta: dict):
-        self.module = descriptors.lowerable(module)  # what the object was compiled from
-        self.desc_flags = descriptors.flag_count(module, self.module)
+        self.module = prepare.lowerable(module)  # what the object was compiled from
+        self.desc_flags = prepare.flag_count(module, self.module)
         self.meta = meta
         self.params: list[str] = meta["params"]
         self.arena = int(meta["arena"])
@@ -135,7 +135,7 @@ class NativeKernel:
         checks read: the mapped-memory callback, whether extra tensors were registered (then raw
         pointers must stay inside tensors), and every tensor's [first byte, end); the tensor
         arguments by parameter position)."""
-        args = descriptors.expand_args(args, self.desc_flags)
+        args = prepare.expand_args(args, self.desc_flags)
         n = len(self.params)
         words = np.zeros(max(n, 1), np.int64)
         known = [a for a in args if isinstance(a, DeviceArg)] + list(extra)

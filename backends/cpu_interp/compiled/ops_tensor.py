@@ -116,7 +116,7 @@ def _reshape(fx, op, x):
 
 @rule("builtin.unrealized_conversion_cast")
 def _unrealized_cast(fx, op, x):
-    """What Triton's descriptor rewrite (descriptors.py) leaves where a load drops its block's
+    """What Triton's descriptor rewrite (prepare.py) leaves where a load drops its block's
     leading unit dimensions: the same elements at another shape, a reshape. No other cast is lowered."""
     src, dst = op.operands[0].type, op.result.type
     if (isinstance(src, TensorType) and isinstance(dst, TensorType) and src.element == dst.element

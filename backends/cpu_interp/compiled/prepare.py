@@ -1,21 +1,24 @@
-"""Tensor descriptors on the compiled tier: rewritten into pointers by Triton's own TTIR pass.
+"""The TTIR the compiled tier lowers: Triton's own TTIR passes rewrite the two things it does not
+lower directly, on a copy of the kernel's module (the interpreter keeps the original).
 
-A device without a tensor-memory copy engine runs `tt.make_tensor_descriptor` and the
-`tt.descriptor_*` accesses as ordinary masked loads, stores and atomics. Triton ships the rewrite
-(`rewrite_tensor_descriptor_to_pointer`, the pass NVIDIA's backend runs below sm_90): each
-descriptor becomes its base pointer, its shape and strides (i64 each) and its padding flag (i1,
-set for NaN padding), and each access a pointer tensor and an in-bounds mask. The compiled tier
-lowers the rewritten module; the interpreter keeps the descriptors (its faults name them).
+Tensor descriptors. A device without a tensor-memory copy engine runs `tt.make_tensor_descriptor`
+and the `tt.descriptor_*` accesses as ordinary masked loads, stores and atomics. Triton ships the
+rewrite (`rewrite_tensor_descriptor_to_pointer`, the pass NVIDIA's backend runs below sm_90): each
+descriptor becomes its base pointer, its shape and strides (i64 each) and i1 flags (padding with
+NaN; Triton 3.8 adds rounding to tf32), and each access a pointer tensor and an in-bounds mask.
+A host descriptor parameter (`TensorDescArg`) becomes those values in place of the descriptor, so
+the launcher passes the descriptor as its base tensor, shape, strides and flags (`expand_args`);
+the shape and stride parameters Triton's frontend adds after it stay as they are.
 
-A host descriptor parameter (`TensorDescArg`) becomes those 1 + 2 * rank + 1 parameters in
-place of the descriptor (Triton 3.8 adds a second flag), so the launcher passes the descriptor as
-its base tensor, shape, strides and flags (`expand_args`); the shape and stride parameters Triton's
-frontend adds after it stay as they are.
+Functions kept out of line (`@triton.jit(noinline=True)`, `tt.call`). The attribute asks a GPU
+compiler not to inline; on a CPU it is only a code-size hint, so the copy's functions are marked
+inlinable and Triton's inliner (MLIR's, with Triton's rules) inlines every call.
 """
 from __future__ import annotations
 
 import functools
 import os
+import re
 import tempfile
 
 from sdk.records import TensorDescArg
@@ -37,13 +40,21 @@ def uses_descriptors(module: Module) -> bool:
 
 
 def lowerable(module: Module) -> Module:
-    """`module` without tensor descriptors: itself when it has none, else Triton's rewrite of it
-    (its locations pointing where `module`'s do). Raises Unsupported when the pass refuses."""
-    if not uses_descriptors(module):
+    """`module` without tensor descriptors and calls: itself when it has neither, else Triton's
+    rewrite of it (its locations pointing where `module`'s do). Raises Unsupported when a pass
+    refuses or a call stays."""
+    if not uses_descriptors(module) and len(module.funcs) == 1:
         return module
     out = parse(_rewrite(module.text))
     out.relocate(module.entry.loc.file if module.entry.loc is not None else None)
+    if len(out.funcs) != 1 or any(op.name == "tt.call" for op in out.walk()):
+        raise Unsupported("a call Triton's inliner leaves in place (a callee of several blocks, "
+                          "as early returns make, called inside a loop or branch; or recursion)")
     return out
+
+
+#: a function attribute that keeps Triton's inliner away (the frontend prints it so)
+_NOINLINE = re.compile(r"\bnoinline = true\b")
 
 
 @functools.lru_cache(maxsize=64)
@@ -55,15 +66,16 @@ def _rewrite(text: str) -> str:
     fd, path = tempfile.mkstemp(suffix=".ttir")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            fh.write(_NOINLINE.sub("noinline = false", text))
         mod = ir.parse_mlir_module(path, ctx)
     finally:
         os.unlink(path)
     mod.context = ctx
     try:
-        run_passes(mod, ("rewrite_tensor_descriptor_to_pointer", "canonicalizer", "cse"), "day0_descriptors")
+        run_passes(mod, ("inliner", "rewrite_tensor_descriptor_to_pointer", "canonicalizer", "cse", "symbol_dce"),
+                   "day0_compiled")
     except Exception as exc:  # noqa: BLE001 - MLIR reports a refused rewrite as a RuntimeError
-        raise Unsupported(f"Triton's rewrite_tensor_descriptor_to_pointer refused it "
+        raise Unsupported(f"Triton's inliner and rewrite_tensor_descriptor_to_pointer refused it "
                           f"({' '.join(str(exc).split())[:200]})") from None
     return mod.str()
 

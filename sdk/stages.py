@@ -84,7 +84,8 @@ def run_passes(mod: Any, passes: tuple, pipeline: str) -> Any:
     """Run MLIR passes on `mod` in place through Triton's bindings. A pass is a short name from
     `PASSES`, "group.name" (`triton._C.libtriton.passes.<group>.add_<name>`), or a callable that
     adds passes to the pass manager. A short name the installed Triton lacks is skipped (e.g.
-    rewrite_tensor_pointer is gone in 3.8: block pointers stay); a "group.name" it lacks is an error."""
+    rewrite_tensor_pointer is gone in 3.8, whose frontend no longer emits block pointers); a
+    "group.name" it lacks is an error."""
     from triton._C.libtriton import ir, passes as P
     pm = ir.pass_manager(mod.context)
     pm.enable_debug()  # MLIR_ENABLE_DUMP and friends

@@ -228,3 +228,27 @@ def test_descriptor_matmul_with_tails(dtype):
     tol = (2e-3 if dtype == torch.float16 else 1e-5) * want.abs().max().item()
     torch.testing.assert_close(got["c"].double(), want, rtol=0, atol=tol)
     torch.testing.assert_close(got["c"].double(), ref["c"].double(), rtol=0, atol=tol)
+
+
+# ------------------------------------------------- a module Triton's own parser cannot read
+def test_a_module_the_rewrite_cannot_read_is_left_to_the_interpreter():
+    """The rewrite goes through Triton's MLIR parser, stricter than day0's: a module it cannot read
+    (here hand-written TTIR with an attribute of an unknown dialect) is refused with the reason,
+    never an exception out of the tier's decision; without one it is inlined and lowered."""
+    from backends.cpu_interp.compiled import refusal
+    from sdk.ttir import parse
+    text = """module {
+  tt.func private @g(%x: f32) -> f32 attributes {noinline = true} {
+    tt.return %x : f32
+  }
+  tt.func public @k(%arg0: !tt.ptr<f32>) attributes {noinline = false} {
+    %0 = tt.load %arg0 LOAD_ATTRS: !tt.ptr<f32>
+    %1 = tt.call @g(%0) : (f32) -> f32
+    tt.store %arg0, %1 : !tt.ptr<f32>
+    tt.return
+  }
+}
+"""
+    assert refusal(parse(text.replace("LOAD_ATTRS", ""))) == ""
+    why = refusal(parse(text.replace("LOAD_ATTRS", "{vendor.hint = #vendor<fast>} ")))
+    assert why.startswith("not lowered by the compiled tier: Triton's MLIR did not read or rewrite it"), why

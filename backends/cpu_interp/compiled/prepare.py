@@ -68,16 +68,15 @@ def _rewrite(text: str) -> str:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(_NOINLINE.sub("noinline = false", text))
         mod = ir.parse_mlir_module(path, ctx)
-    finally:
-        os.unlink(path)
-    mod.context = ctx
-    try:
+        mod.context = ctx
         run_passes(mod, ("inliner", "rewrite_tensor_descriptor_to_pointer", "canonicalizer", "cse", "symbol_dce"),
                    "day0_compiled")
-    except Exception as exc:  # noqa: BLE001 - MLIR reports a refused rewrite as a RuntimeError
-        raise Unsupported(f"Triton's inliner and rewrite_tensor_descriptor_to_pointer refused it "
-                          f"({' '.join(str(exc).split())[:200]})") from None
-    return mod.str()
+        return mod.str()
+    except Exception as exc:  # noqa: BLE001 - MLIR reports a text it cannot read or a refused rewrite so
+        raise Unsupported(f"Triton's MLIR did not read or rewrite it ({type(exc).__name__}: "
+                          f"{' '.join(str(exc).split())[:200]})") from None
+    finally:
+        os.unlink(path)
 
 
 def flag_count(module: Module, lowered: Module) -> int:

@@ -76,17 +76,19 @@ def emit(module: Module, bounds_check: bool = True) -> tuple[str | None, dict, s
     why = refusal(module, bounds_check)
     if why:
         return None, {}, why
-    from .prepare import flag_count, lowerable
+    from .prepare import flag_count, lowerable, unit_strides
     t0 = time.perf_counter()
     try:
-        kc = KernelCompiler(lowerable(module), bounds_check)
-        flag_count(module, kc.module)  # the launcher can line up host descriptors with the parameters
+        lowered = lowerable(module)
+        fixed = unit_strides(module, lowered, flag_count(module, lowered))
+        kc = KernelCompiler(lowered, bounds_check, fixed=fixed)
         text = kc.build()
         params = [elem_of(a.type).name for a in kc.module.entry.args]
     except Unsupported as exc:
         return None, {}, f"not lowered by the compiled tier: {exc}"
     from .ops_memory import program_order
-    return text, {"params": params, "arena": kc.arena, "serial": program_order(kc.module),
+    return text, {"params": params, "fixed": {str(k): v for k, v in fixed.items()}, "arena": kc.arena,
+                  "serial": program_order(kc.module),
                   "emit_s": round(time.perf_counter() - t0, 4)}, ""
 
 

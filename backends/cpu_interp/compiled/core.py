@@ -356,10 +356,13 @@ def _use_counts(func: Func) -> tuple[dict[int, int], dict[int, bool]]:
 class KernelCompiler:
     """One TTIR module -> an LLVM module with `day0_body` and `day0_kernel` (see the module doc)."""
 
-    def __init__(self, module: Module, bounds_check: bool = True, table=None):
-        """`table`: the emitter rules (a LoweringTable; default the compiled tier's own, table.TABLE)."""
+    def __init__(self, module: Module, bounds_check: bool = True, table=None, fixed: dict | None = None):
+        """`table`: the emitter rules (a LoweringTable; default the compiled tier's own, table.TABLE);
+        `fixed`: integer parameters by position that every launch passes with this value (the code
+        uses the constant; the launcher holds launches to it)."""
         self.module = module
         self.bounds_check = bounds_check
+        self.fixed = dict(fixed or {})
         self.origins = pointer_origins(module)  # per access: the arguments its pointer may address
         self.table = TABLE if table is None else table
         self.ir = ir.Module(name="day0_kernel")
@@ -426,7 +429,8 @@ class KernelCompiler:
         body.linkage = "internal"
         body.args[2].add_attribute("noalias")
         fx = FunctionEmitter(self, func, body, list(body.args))
-        params = [self._param(fx, k, a) for k, a in enumerate(func.args)]
+        params = [ir.Constant(elem_of(a.type).reg, self.fixed[k]) if k in self.fixed else self._param(fx, k, a)
+                  for k, a in enumerate(func.args)]
         first = fx.fn.append_basic_block("body")
         fx.b.branch(first)
         fx.b.position_at_end(first)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from sdk.backend import DeviceArg
-from sdk.errors import KernelFault
+from sdk.errors import Day0Error, KernelFault
 
 from . import jit, prepare
 from .abi import FAULT_ASSERT, FAULT_OOB, FAULT_RAW, FAULT_STEP
@@ -76,6 +76,7 @@ class NativeKernel:
         self.desc_flags = prepare.flag_count(module, self.module)
         self.meta = meta
         self.params: list[str] = meta["params"]
+        self.fixed = {int(k): int(v) for k, v in meta.get("fixed", {}).items()}  # compiled in as constants
         self.arena = int(meta["arena"])
         self.serial = bool(meta.get("serial"))  # programs one after another, in order (ops_memory.program_order)
         self.fn = _KERNEL(jit.load(data))
@@ -161,6 +162,10 @@ class NativeKernel:
             else:
                 v = int(a) & 0xFFFFFFFFFFFFFFFF
                 words[k] = v - (1 << 64) if v >= 1 << 63 else v
+        for k, v in self.fixed.items():
+            if words[k] != v:
+                raise Day0Error(f"cpu_interp: kernel {self.module.entry.name} was compiled for parameter {k} "
+                                f"= {v} (a host descriptor's innermost stride), and is launched with {words[k]}")
         return words, ranges, tensors
 
     # ------------------------------------------------------------------------------ faults

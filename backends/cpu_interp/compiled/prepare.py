@@ -93,6 +93,21 @@ def flag_count(module: Module, lowered: Module) -> int:
     return grown // len(descs)
 
 
+def unit_strides(module: Module, lowered: Module, flags: int) -> dict[int, int]:
+    """The rewritten module's parameters that hold a host descriptor's innermost stride, each 1:
+    Triton's TensorDescriptor requires the last dimension contiguous, so the code may take the
+    stride as the constant it is (consecutive elements, vector accesses) rather than read it."""
+    out, pos = {}, 0
+    for a in module.entry.args:
+        if isinstance(a.type, TensorDescType):
+            rank = len(a.type.block.shape)
+            out[pos + 2 * rank] = 1  # after the base, the shape and the strides before it
+            pos += 1 + 2 * rank + flags
+        else:
+            pos += 1
+    return out
+
+
 def expand_args(args, flags: int) -> list:
     """Kernel arguments as the rewritten module takes them: each host descriptor as its base
     tensor, shape, strides, then `flags` flags: padding with NaN, then (Triton 3.8) rounding to
@@ -106,4 +121,4 @@ def expand_args(args, flags: int) -> list:
     return out
 
 
-__all__ = ["OPS", "expand_args", "flag_count", "lowerable", "uses_descriptors"]
+__all__ = ["OPS", "expand_args", "flag_count", "lowerable", "unit_strides", "uses_descriptors"]

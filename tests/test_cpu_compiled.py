@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 import triton
@@ -21,41 +20,11 @@ from sdk.backend import get_backend
 from sdk.errors import KernelFault
 
 
-from cpu_tier_fixtures import cpu_interp, gen  # noqa: F401  (cpu_interp: autouse)
+from cpu_tier_fixtures import both, cpu_interp, gen, same_bits  # noqa: F401  (cpu_interp: autouse)
 
 
 def tiers_ran() -> set[tuple[str, str]]:
     return {(s["tier"], s["detail"]) for s in get_backend("cpu_interp").take_launch_stats()}
-
-
-def both(launch, inputs: dict, outputs: dict):
-    """launch(tier, **tensors) with fresh copies of `inputs` and poisoned `outputs` (name ->
-    (shape, dtype)) under each tier; returns ({name: tensor} interp, {name: tensor} compiled)."""
-    results = []
-    for tier in ("interp", "compiled"):
-        ins = {k: v.clone() for k, v in inputs.items()}
-        outs = {k: poison(shape, dt) for k, (shape, dt) in outputs.items()}
-        launch(tier, **ins, **outs)
-        ran = tiers_ran()
-        assert {t for t, _ in ran} == {tier}, ran
-        results.append({**ins, **outs})
-    return results
-
-
-def poison(shape, dtype) -> torch.Tensor:
-    if dtype.is_floating_point:
-        return torch.full(shape, float("nan"), dtype=dtype)
-    return torch.full(shape, -7, dtype=dtype) if dtype != torch.bool else torch.ones(shape, dtype=dtype)
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> None:
-    """Equal bit for bit (a NaN matches any NaN: payloads and signs of NaN are not compared)."""
-    if a.dtype.is_floating_point:
-        nan = torch.isnan(a)
-        assert torch.equal(nan, torch.isnan(b)), (a[nan != torch.isnan(b)], b[nan != torch.isnan(b)])
-        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-        a, b = a.view(bits)[~nan], b.view(bits)[~nan]
-    assert torch.equal(a, b), (a.flatten()[:8], b.flatten()[:8], (a != b).sum())
 
 
 # ------------------------------------------------------------------------------ element-wise

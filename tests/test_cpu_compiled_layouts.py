@@ -15,28 +15,11 @@ from sdk.backend import get_backend
 from sdk.errors import KernelFault
 
 
-from cpu_tier_fixtures import cpu_interp, gen  # noqa: F401  (cpu_interp: autouse)
+from cpu_tier_fixtures import both, cpu_interp, gen, same_bits  # noqa: F401  (cpu_interp: autouse)
 
 
 def tiers_ran() -> set[str]:
     return {s["tier"] for s in get_backend("cpu_interp").take_launch_stats()}
-
-
-def both(launch, inputs: dict, outputs: dict) -> tuple[dict, dict]:
-    """launch(tier, **tensors) on copies of `inputs` and NaN-poisoned `outputs` under each tier."""
-    results = []
-    for tier in ("interp", "compiled"):
-        ins = {k: v.clone() for k, v in inputs.items()}
-        outs = {k: torch.full(shape, float("nan"), dtype=dt) for k, (shape, dt) in outputs.items()}
-        launch(tier, **ins, **outs)
-        assert tiers_ran() == {tier}
-        results.append({**ins, **outs})
-    return results[0], results[1]
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> None:
-    bits = {2: torch.int16, 4: torch.int32}[a.element_size()]
-    assert torch.equal(a.view(bits), b.view(bits)), (a.flatten()[:8], b.flatten()[:8])
 
 
 # ------------------------------------------------------------------------ transposed reads

@@ -8,7 +8,9 @@ descriptor becomes its base pointer, its shape and strides (i64 each) and i1 fla
 NaN; Triton 3.8 adds rounding to tf32), and each access a pointer tensor and an in-bounds mask.
 A host descriptor parameter (`TensorDescArg`) becomes those values in place of the descriptor, so
 the launcher passes the descriptor as its base tensor, shape, strides and flags (`expand_args`);
-the shape and stride parameters Triton's frontend adds after it stay as they are.
+the shape and stride parameters Triton's frontend adds after it stay as they are. Its innermost
+stride is compiled in as 1 (`unit_strides`: Triton's TensorDescriptor requires it), so that LLVM
+sees contiguous rows.
 
 Functions kept out of line (`@triton.jit(noinline=True)`, `tt.call`). The attribute asks a GPU
 compiler not to inline; on a CPU it is only a code-size hint, so the copy's functions are marked

@@ -286,18 +286,35 @@ def test_a_decoder_built_as_a_bert_decoder_is_accepted(tmp_path):
     assert job.model_type == "bert"
 
 
-def test_a_model_that_returns_no_cache_is_said_so_before_decode():
-    """transformers' RecurrentGemma keeps no cache in its output: the decode step says why it
-    cannot run instead of failing on a missing attribute."""
+def test_a_cache_the_model_fills_without_returning_it_carries_the_decode():
+    """transformers' RecurrentGemma returns no cache from its prefill but fills one it is given in
+    place: the decode step continues that cache, and its logits equal those of one pass over the
+    prompt and the next token together."""
     from transformers import RecurrentGemmaConfig
-    from sdk.modeltier.worker import build, forward, inputs
     (mt, cfg) = text_config(RecurrentGemmaConfig(hidden_size=64, lru_width=64, num_hidden_layers=3,
                                                  num_attention_heads=2, num_key_value_heads=1, head_dim=32,
                                                  intermediate_size=128, vocab_size=256).to_dict())
-    spec = {"config": {**cfg, "model_type": mt}, "seed": 0, "dtype": "fp32", "batch": 1, "tokens": 6}
-    model, config = build(spec)
-    ids, nxt = inputs(spec, config.vocab_size)
-    assert forward(model, ids, nxt, ["prefill"])["prefill"].isfinite().all()
+    _decode_equals_one_pass({"config": {**cfg, "model_type": mt}, "seed": 0, "dtype": "fp32", "batch": 1, "tokens": 6})
+
+
+def test_a_model_that_keeps_no_cache_is_said_so_before_decode():
+    """A decoder that neither returns a cache nor fills one it is given: the decode step says why
+    it cannot run (a step without the prompt's state would compare logits of nothing)."""
+    import torch
+    from sdk.modeltier.worker import forward
+
+    class Out(dict):
+        __getattr__ = dict.get
+
+    class Model(torch.nn.Module):
+        config = None
+
+        def forward(self, input_ids, use_cache=None, cache=None):
+            return Out(logits=torch.ones(*input_ids.shape, 8))
+
+    ids, nxt = torch.zeros((1, 4), dtype=torch.long), torch.zeros((1, 1), dtype=torch.long)
+    model = Model()
+    assert forward(model, ids, nxt, ["prefill"])["prefill"].shape == (1, 4, 8)
     with pytest.raises(RuntimeError, match="returned no cache from the prefill"):
         forward(model, ids, nxt, ["prefill", "decode"])
 

@@ -70,19 +70,25 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None, keep=None) -> dict[
         with (on_mode("prefill") if on_mode else _null()):
             first = model(ids, use_cache=True)
             given = next((k for k in ("cache", "past_key_values") if k in takes), None)  # transformers >= 5.24: cache
+            made = None
             if "decode" in modes and _cache_key(first, takes) is None and given:
                 # a decoder whose caller makes the cache, as generate() does for the text model of a
-                # multimodal one: the prefill again, into a cache made from the model's config
+                # multimodal one: the prefill again, into a cache made from the model's config (which
+                # the model fills in place, whether or not its output hands it back)
                 from transformers import DynamicCache
-                cache = DynamicCache(config=getattr(model, "_orig_mod", model).config)
-                first = model(ids, **{given: cache}, use_cache=True)
+                made = DynamicCache(config=getattr(model, "_orig_mod", model).config)
+                first = model(ids, **{given: made}, use_cache=True)
         out["prefill"] = keep(first)
         if "decode" in modes:
             cache_key = _cache_key(first, takes)
-            if cache_key is None:
+            if cache_key is None and made is not None and made.get_seq_length() == ids.shape[1]:
+                state = {given: made}
+            elif cache_key is None:
                 raise RuntimeError(f"transformers' {type(model).__name__} returned no cache from the prefill "
                                    "(use_cache=True): a decode step has nothing to continue")
-            kwargs = {cache_key: getattr(first, cache_key), "use_cache": True}
+            else:
+                state = {cache_key: getattr(first, cache_key)}
+            kwargs = {**state, "use_cache": True}
             if "cache_position" in params:
                 kwargs["cache_position"] = torch.tensor([ids.shape[1]], device=ids.device)
             with (on_mode("decode") if on_mode else _null()):

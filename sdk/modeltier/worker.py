@@ -81,7 +81,7 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None, keep=None) -> dict[
         out["prefill"] = keep(first)
         if "decode" in modes:
             cache_key = _cache_key(first, takes)
-            if cache_key is None and made is not None and made.get_seq_length() == ids.shape[1]:
+            if cache_key is None and made is not None and _filled(made) == ids.shape[1]:
                 state = {given: made}
             elif cache_key is None:
                 raise RuntimeError(f"transformers' {type(model).__name__} returned no cache from the prefill "
@@ -95,6 +95,14 @@ def forward(model, ids, nxt, modes: list[str], on_mode=None, keep=None) -> dict[
                 second = model(nxt, **kwargs)
             out["decode"] = keep(second)
     return out
+
+
+def _filled(cache) -> int | None:
+    """Tokens a cache holds, or None where it cannot say (a cache of recurrent layers only)."""
+    try:
+        return int(cache.get_seq_length())
+    except Exception:
+        return None
 
 
 def _cache_key(result, takes) -> str | None:

@@ -658,7 +658,9 @@ def _ssu_run(inp, case):
 
 def _ssu_ref(inp, case):
     H, G = case.params["heads"], case.params["groups"]
-    f = {k: (v.cpu().double() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+    # (the cache is widened only where the step reads and writes it, not all its slots)
+    f = {k: (v.cpu().double() if isinstance(v, torch.Tensor) else v) for k, v in inp.items()
+         if k not in ("state", "out")}
     state = inp["state"].cpu().clone()
     idx = inp["state_indices"].cpu().long()
     live = idx != _NULL_BLOCK_ID

@@ -138,17 +138,37 @@ def strided_rates(probe: dict, device) -> dict:
     return out
 
 
-def _rows(measured: dict, counts: dict, device, suite) -> tuple[list, list]:
+def _rows(measured: dict, counts: dict, device, suite, measure: str = "call") -> tuple[list, list]:
+    """Calibration or scoring rows: each measured call's captured launches and what was measured of
+    it: the time around the call ("call"), or the GPU time of its kernels from its profile
+    ("device"; a call without a profile is skipped and says so)."""
     from sdk.simulator.calibrate import Row
     rows, skipped = [], []
     for key, m in sorted(measured.items()):
         c = counts.get(key)
-        if not isinstance(c, list) or not c:
-            skipped.append({"kernel": key[0], "case": key[1], "dtype": key[2], "why": c if isinstance(c, str) else "no launch"})
+        why = None if isinstance(c, list) and c else (c if isinstance(c, str) else "no launch")
+        seconds = m["day0_ms"] * 1e-3
+        if why is None and measure == "device":
+            gpu_us = profiled_gpu_us(m)
+            why, seconds = ("no profile of the call", 0.0) if gpu_us is None else (None, gpu_us * 1e-6)
+        if why is not None:
+            skipped.append({"kernel": key[0], "case": key[1], "dtype": key[2], "why": why})
             continue
         rows.append(Row(key, m.get("group", suite[key[0]].group if key[0] in suite else ""), c, device,
-                        m["day0_ms"] * 1e-3))
+                        seconds, measure))
     return rows, skipped
+
+
+def _leave_one_kernel_out(fit_rows: list, eff, fixed: tuple) -> list[dict]:
+    """Each kernel's rows predicted by efficiencies refitted without that kernel (a shorter refit
+    starting from `eff`)."""
+    from sdk.simulator.calibrate import errors, fit
+    out = []
+    for k in sorted({r.key[0] for r in fit_rows}):
+        train = [r for r in fit_rows if r.key[0] != k]
+        out += errors([r for r in fit_rows if r.key[0] == k], fit(train, start=eff, spans=(1.4, 1.1), passes=1,
+                                                                   fixed=fixed))
+    return out
 
 
 def _print_block(title: str, s: dict) -> None:
@@ -178,11 +198,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-probe", type=Path, help="benchmarks/sim_probe_latency.py JSON from the calibration GPU: "
                     "the DRAM latency a load waits, measured there rather than fitted")
     ap.add_argument("--no-loko", action="store_true", help="skip leave-one-kernel-out")
+    ap.add_argument("--start", type=Path, help="efficiencies JSON the fit also starts from (besides the defaults); of "
+                    "the two fits the one with the lower leave-one-kernel-out error is kept (the lower loss "
+                    "with --no-loko)")
+    ap.add_argument("--efficiencies", type=Path, help="score these efficiencies as they are instead of fitting "
+                    "(leave-one-kernel-out still refits from them)")
+    ap.add_argument("--measure", choices=("call", "device"), default="call",
+                    help="what a prediction is scored against: the median time measured around each call, the "
+                         "wrapper's host work included (call), or the GPU time of the kernels the call launched, "
+                         "from its profile (device): the device's own time, which the host cannot move")
     args = ap.parse_args(argv)
 
     from sdk.conformance.spec import registered
     from sdk.device_models import load
-    from sdk.simulator.calibrate import errors, fit, summarize
+    from sdk.simulator.calibrate import errors, fit, loss, summarize
     from sdk.simulator.timing import Efficiencies
     suite = registered()
     cal = measured_rows(args.calibrate)
@@ -194,8 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         print("sim_validate: the two devices' Triton targets differ (fp8 types or properties); the calls are "
               "captured for the calibration device", file=sys.stderr)
     counts = capture_all(keys, args.cache, cal_device)
-    cal_rows, cal_skipped = _rows(cal, counts, cal_device, suite)
-    hold_rows, hold_skipped = _rows(hold, counts, hold_device, suite) if hold else ([], [])
+    cal_rows, cal_skipped = _rows(cal, counts, cal_device, suite, args.measure)
+    hold_rows, hold_skipped = _rows(hold, counts, hold_device, suite, args.measure) if hold else ([], [])
 
     host = {k for k, m in cal.items() if host_bound(m)}
     tiers = {name: spec.tier for name, spec in suite.items()}
@@ -207,10 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     # measured directly on the calibration GPU rather than fitted: the floor of one launch (an
     # empty launch through the backend, timed as every call is)
     ceil = json.loads(args.calibrate.read_text()).get("ceilings", {})
-    start = Efficiencies()
-    if ceil.get("empty_launch_day0_us"):
+    start = Efficiencies(program_start_s=8e-8)  # (0 turns the term off; the fit starts it here)
+    fixed: tuple = ()
+    if ceil.get("empty_launch_day0_us") and args.measure == "call":
         start = replace(start, launch_floor_s=ceil["empty_launch_day0_us"] * 1e-6)
-    fixed = ("launch_floor_s",)
+        fixed = ("launch_floor_s",)
     if args.probe:
         start = replace(start, **strided_rates(json.loads(args.probe.read_text()), cal_device))
         print(f"element-strided accesses (measured by {args.probe}): {start.strided_loads_per_clock:.3f} loads, "
@@ -223,25 +253,57 @@ def main(argv: list[str] | None = None) -> int:
             print(f"DRAM latency (measured by {args.latency_probe}): {lat[0] * 1e9:.0f} ns")
     # fixed per-launch costs (the floor, the host's) scale from the calibration GPU's host to another
     # device's by an empty launch measured on each (the device models' measured launch overhead)
-    start = replace(start, launch_reference_s=cal_device.host_launch_s)
+    # (the device's own time has no host term: its fixed costs are the GPU's and scale by nothing)
+    start = replace(start, launch_reference_s=cal_device.host_launch_s if args.measure == "call" else 0.0)
     # host work the calibration device's model measured on its host (benchmarks/sim_probe_host.py)
     # costs that there, not fitted; it becomes the learned figure other devices' hosts scale from
     measured = {HOST_FIELDS[k]: v for k, v in cal_device.host_costs_s.items() if k in HOST_FIELDS}
-    if measured:
+    if measured and args.measure == "call":
         start = replace(start, **measured)
         fixed += tuple(measured)
         print(f"host work measured on the {args.calibrate_device}'s host: "
               + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in cal_device.host_costs_s.items()))
-    print(f"launch floor {start.launch_floor_s * 1e6:.2f} us (an empty launch measured on the {args.calibrate_device}); "
+    if args.measure == "device":
+        print("scored against each call's profiled GPU time: no host term; the launch floor is fitted as a GPU "
+              "figure and scales to no other device")
+    else:
+        print(f"launch floor {start.launch_floor_s * 1e6:.2f} us (an empty launch measured on the {args.calibrate_device}); "
           f"host figures: an empty launch takes {cal_device.host_launch_s * 1e6:.2f} us on its host, "
           f"{hold_device.host_launch_s * 1e6:.2f} us on the {args.holdout_device}'s")
     t0 = time.monotonic()
-    eff = fit(fit_rows, start=start, fixed=fixed)
+    # candidate fits: from the defaults, and from --start; coordinate descent finds a local minimum
+    # near where it starts, so where two starts end in different minima, the one that predicts
+    # kernels left out of its own fit better (leave one kernel out, on the calibration GPU only) is
+    # kept; nothing of the held-out GPU enters the choice
+    candidates = []
+    if args.efficiencies:
+        from sdk.simulator.model import load_efficiencies
+        candidates.append((str(args.efficiencies) + " (as given, not fitted)", load_efficiencies(args.efficiencies)))
+    else:
+        candidates.append(("the defaults", fit(fit_rows, start=start, fixed=fixed)))
+        if args.start:
+            from sdk.simulator.model import load_efficiencies
+            other = load_efficiencies(args.start)
+            # the figures measured above stay as measured; only the fitted ones start elsewhere
+            other = replace(other, **{name: getattr(start, name) for name in fixed + (
+                "launch_reference_s", "strided_loads_per_clock", "strided_stores_per_clock")},
+                program_start_s=other.program_start_s or start.program_start_s)
+            candidates.append((str(args.start), fit(fit_rows, start=other, fixed=fixed)))
+    fits = []
+    for label, cand in candidates:
+        loko = None if args.no_loko else _leave_one_kernel_out(fit_rows, cand, fixed)
+        fits.append({"start": label, "loss": loss(fit_rows, cand), "efficiencies": cand.as_dict(),
+                     "leave_one_kernel_out_median_pct": loko and summarize(loko)["all"]["median_abs_error_pct"],
+                     "_loko": loko, "_eff": cand})
+        print(f"fitted from {label}: mean |log(predicted / measured)| {fits[-1]['loss']:.4f}"
+              + (f", leave one kernel out {fits[-1]['leave_one_kernel_out_median_pct']:.1f}%" if loko else ""))
+    chosen = min(fits, key=lambda f: (f["leave_one_kernel_out_median_pct"] or 0.0, f["loss"]))
+    eff, loko = chosen["_eff"], chosen["_loko"]
     in_sample = errors(fit_rows, eff)
     for r in in_sample:
         r["host_bound_measured"] = (r["kernel"], r["case"], r["dtype"]) in host
     lib_rows = errors(library, eff)
-    result = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+    result = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(), "measure": args.measure,
               "calibration": {"file": str(args.calibrate), "device": args.calibrate_device, "rows": len(cal_rows),
                               "kernels": len({r.key[0] for r in cal_rows}), "fitted_rows": len(fit_rows),
                               "fitted_kernels": len({r.key[0] for r in fit_rows}), "not_simulated": cal_skipped},
@@ -254,14 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     result["calibration"]["ran_but_predicted_not_to_fit"] = ran_but_no_fit
     print(f"  measured calls predicted not to fit {args.calibrate_device}: {ran_but_no_fit or 'none'}")
 
-    if not args.no_loko:
-        kernels = sorted({r.key[0] for r in fit_rows})
-        loko = []
-        for k in kernels:
-            train = [r for r in fit_rows if r.key[0] != k]
-            test = [r for r in fit_rows if r.key[0] == k]
-            loko += errors(test, fit(train, start=eff, spans=(1.4, 1.1), passes=1,
-                                     fixed=fixed))
+    result["fits"] = [{k: v for k, v in f.items() if not k.startswith("_")} for f in fits]
+    result["fits_chosen"] = chosen["start"]
+    if loko is not None:
         result["leave_one_kernel_out"] = {"summary": summarize(loko), "rows": loko}
         _print_block(f"leave one kernel out ({args.calibrate_device}, each kernel predicted by a fit without it)",
                      result["leave_one_kernel_out"]["summary"])
@@ -274,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         ran = sorted({f"{r['kernel']}/{r['case']}" for r in held if not r["fits"]})
         print(f"  measured calls predicted not to fit {args.holdout_device}: {ran or 'none'}")
         result["holdout"] = {"file": str(args.holdout), "device": args.holdout_device, "rows": len(hold_rows),
-                             "taken_from_holdout_machine": {
+                             "taken_from_holdout_machine": {"what": "nothing"} if args.measure == "device" else {
                                  "empty_launch_us": hold_device.host_launch_s * 1e6,
                                  "what": "an empty Triton launch through the backend, measured on the held-out "
                                          "GPU's host (its measurement header, kept in its device model): host "

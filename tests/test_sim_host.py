@@ -226,3 +226,25 @@ def parse_model_without_host_costs(name: str):
     data = to_dict(load(name))
     data["launch"].pop("host_us", None)
     return parse_model(data, f"{name}.yaml")
+
+
+def test_a_profiled_gpu_time_is_scored_against_the_device_time_not_the_host_work():
+    """A call whose wrapper's host work outlasts its kernels: measured around the call, the longer
+    host time is predicted; measured by its profile (the GPU time of its kernels), the device's own
+    time is, whatever the host does."""
+    from sdk.simulator.calibrate import Row, errors
+    h100 = load("nvidia_h100")
+    eff = Efficiencies(launch_floor_s=2e-6, launch_reference_s=h100.host_launch_s, host_launch_s=1e-6,
+                       torch_kernel_s=1.5e-6, host_torch_op_s=4e-6, host_copy_s=2e-5, host_query_s=3e-4)
+    launches = _one_small_launch()
+    launches.host = HostWork(launches=1, torch_ops=2, torch_kernels=1, torch_bytes=1 << 20, property_queries=1)
+    p = predict(launches, h100, eff)
+    assert p.terms["host"] > p.device_s > 0                      # the host's 300 us query outlasts the device
+    assert p.time_s == pytest.approx(p.terms["host"]) and p.bound == "host"
+    assert p.device_s == pytest.approx(sum(predict([c], h100, eff).time_s for c in launches) + p.terms["torch"])
+    assert p.device_bound in ("memory", "latency", "launch", "vector", "torch")
+    call, device = (Row(("k", "c", "bf16"), "", launches, h100, 1e-4, measure) for measure in ("call", "device"))
+    by_call, by_device = errors([call], eff)[0], errors([device], eff)[0]
+    assert by_call["predicted_us"] == pytest.approx(p.time_s * 1e6) and by_call["bound"] == "host"
+    assert by_device["predicted_us"] == pytest.approx(p.device_s * 1e6) and by_device["bound"] == p.device_bound
+    assert by_device["ratio"] == pytest.approx(p.device_s / 1e-4)

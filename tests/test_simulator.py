@@ -591,3 +591,25 @@ def test_a_program_alone_on_its_unit_waits_for_its_own_bytes():
     assert alone.terms["memory"] > 0 and shared.terms["memory"] == pytest.approx(alone.terms["memory"], rel=0.05)
     assert alone.terms["latency"] - shared.terms["latency"] == pytest.approx(alone.terms["memory"], rel=1e-3)
     assert alone.terms["latency"] > alone.terms["memory"] + (n // 1024) * EFF.dram_latency_s
+
+
+def test_a_launch_of_many_short_programs_waits_for_the_units_to_start_them():
+    """A unit takes on its programs at a bounded rate: a million 32-element programs take their
+    count per unit times the start cost, whatever the bytes, and the same on the H100 and the
+    H200 (same units, same clock) though the H200 has 1.4x the bandwidth; few large programs
+    doing the same work are bound by DRAM instead, faster on the H200."""
+    from dataclasses import replace
+    n = 1 << 25
+    x, y, out = torch.randn(n), torch.randn(n), torch.empty(n)
+    short = _counts(lambda: vadd[(n // 32,)](x, y, out, n, BLOCK=32))
+    wide = _counts(lambda: vadd[(n // 4096,)](x, y, out, n, BLOCK=4096))
+    h100, h200 = load("nvidia_h100"), load("nvidia_h200")
+    eff = replace(EFF, program_start_s=8e-8)
+    starts = -(-short.programs // h100.units) * 8e-8
+    t100, t200 = launch_time(short, h100, eff), launch_time(short, h200, eff)
+    assert t100.bound == t200.bound == "programs"
+    assert t100.terms["programs"] == pytest.approx(starts) == t200.terms["programs"]
+    assert t100.terms["programs"] > t100.terms["memory"] > t200.terms["memory"]
+    w100, w200 = launch_time(wide, h100, eff), launch_time(wide, h200, eff)
+    assert w100.bound == w200.bound == "memory" and w200.time_s < 0.8 * w100.time_s
+    assert launch_time(short, h100, replace(eff, program_start_s=0.0)).terms["programs"] == 0.0   # off

@@ -30,7 +30,7 @@ class Prediction:
     time_s: float
     fits: bool
     why: list[str] = field(default_factory=list)
-    bound: str = ""              # "memory", "matrix", "vector", "latency", "launch", "torch" or "host"
+    bound: str = ""              # "memory", "matrix", "vector", "latency", "programs", "launch", "torch" or "host"
     bytes: float = 0.0           # DRAM bytes
     flops: float = 0.0
     programs: int = 0
@@ -42,13 +42,18 @@ class Prediction:
     #: whence the programs a unit holds at once: "compiled" (what the target's compiler allocated
     #: for every launch), "estimated" (from the launches' tiles), "mixed", or "" off GPUs
     occupancy: str = ""
+    #: the device's own busy time: the launches and the PyTorch kernels a wrapper runs, without
+    #: the host work that may keep the device waiting (time_s is the longer of the two)
+    device_s: float = 0.0
+    device_bound: str = ""       # the bound of device_s: a launch's bound, or "torch"
 
     def as_dict(self) -> dict:
         return {"time_s": self.time_s, "fits": self.fits, "why": self.why, "bound": self.bound,
                 "bytes": self.bytes, "flops": self.flops, "programs": self.programs,
                 "footprint_bytes": self.footprint_bytes, "shared_bytes": self.shared_bytes,
                 "estimated": self.estimated, "notes": self.notes,
-                "terms": {k: v for k, v in self.terms.items()}, "occupancy": self.occupancy}
+                "terms": {k: v for k, v in self.terms.items()}, "occupancy": self.occupancy,
+                "device_s": self.device_s, "device_bound": self.device_bound}
 
 
 def load_efficiencies(path: Path | None = None) -> Efficiencies:
@@ -105,7 +110,8 @@ def predict_launch(c: LaunchCounts, device: DeviceModel, eff: Efficiencies | Non
     total_flops = sum(v for (_, dtype, _), v in c.flops.items()
                       if not dtype.startswith(("int", "uint"))) * max(c.programs, 1)
     return Prediction(t.time_s, not why, why, t.bound, t.dram_bytes, total_flops, c.programs,
-                      c.footprint_bytes, t.shared_bytes, c.estimated, notes, dict(t.terms), t.occupancy)
+                      c.footprint_bytes, t.shared_bytes, c.estimated, notes, dict(t.terms), t.occupancy,
+                      device_s=t.time_s, device_bound=t.bound)
 
 
 def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies | None = None) -> Prediction:
@@ -126,8 +132,8 @@ def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies
     host_s = host_time(host, len(parts), eff, device)
     terms["torch"] = torch_s
     terms["host"] = host_s
-    bound = "host" if host_s > device_s else "torch" if torch_s > max(p.time_s for p in parts) \
-        else max(parts, key=lambda p: p.time_s).bound
+    device_bound = "torch" if torch_s > max(p.time_s for p in parts) else max(parts, key=lambda p: p.time_s).bound
+    bound = "host" if host_s > device_s else device_bound
     return Prediction(
         time_s=max(device_s, host_s), fits=all(p.fits for p in parts),
         why=[w for p in parts for w in p.why],
@@ -135,7 +141,7 @@ def predict(launches: list[LaunchCounts], device: DeviceModel, eff: Efficiencies
         flops=sum(p.flops for p in parts), programs=max(p.programs for p in parts),
         footprint_bytes=max(p.footprint_bytes for p in parts), shared_bytes=max(p.shared_bytes for p in parts),
         estimated=any(p.estimated for p in parts), notes=sorted({n for p in parts for n in p.notes}),
-        terms=terms, occupancy=_occupancy(parts))
+        terms=terms, occupancy=_occupancy(parts), device_s=device_s, device_bound=device_bound)
 
 
 def _occupancy(parts: list[Prediction]) -> str:

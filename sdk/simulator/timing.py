@@ -29,10 +29,12 @@ sdk.simulator.compiled; else from the shared memory the launch stages and its li
   longer, plus the DRAM latency of every other round of dependent loads (a loop's loads issue
   together each iteration; the compute that needs them waits), plus a fixed cost per program; the
   programs a unit holds at once overlap, so per wave.
+- program starts: a unit takes on its programs one at a time at a bounded rate, whatever each does
+  (`program_start_s` a program): what a launch of a million short programs waits on.
 - the launch floor: fixed cost per launch (launch, first wave ramp, last wave drain), learned on
   the calibration GPU and scaled by an empty launch measured on the device's host against one
   measured on that GPU's (DeviceModel.host_launch_s; the launch overhead where none was measured).
-time = floor + max(memory, matrix + vector, serial); within a program the vector work between dots
+time = floor + max(memory, matrix + vector, serial, program starts); within a program the vector work between dots
 (attention's softmax) does not overlap them, and runs at a further learned fraction of the vector and
 special-function rates (`vector_between_dots`: the matrix unit waits on it, in programs holding few
 warps per unit).
@@ -80,6 +82,7 @@ class Efficiencies:
     strided_stores_per_clock: float = 0.0
     warp_ipc: float = 0.5            # vector instructions a warp issues per clock on its serial path
     program_overhead_s: float = 2e-7  # a program's start and end on a unit
+    program_start_s: float = 0.0      # a unit takes on one program at most this often (0: no such limit)
     dot_latency_s: float = 2e-7       # a dot waiting on a value the program just computed (in registers)
     dot_shared_latency_s: float = 4e-7  # ... one whose computed operand goes through shared memory
     reduce_latency_s: float = 1e-7    # a reduction or scan across the lanes of a program
@@ -275,11 +278,16 @@ def launch_time(c: LaunchCounts, device: DeviceModel, eff: Efficiencies, l2_resi
         # serial path after their latency, at its share of the bandwidth (the launch's memory time)
         t_lat += _waited_share(c, stages) * t_mem
 
+    # a unit takes on its programs one after another at a bounded rate (its scheduler starting each
+    # and retiring the one before), however little each does: a launch of a million short programs
+    # is bound by that rate, the same on every device with the same units and clock
+    t_start = per_unit * eff.program_start_s if st.gpu else 0.0
+
     t_vs = max(t_vec, t_sp)
     t_comp = t_mx + t_vs
-    terms = {"matrix": t_mx, "vector": t_vs, "memory": t_mem, "latency": t_lat}
-    body = max(t_comp, t_mem, t_lat)
-    bound = ("memory" if body == t_mem else "latency" if body == t_lat
+    terms = {"matrix": t_mx, "vector": t_vs, "memory": t_mem, "latency": t_lat, "programs": t_start}
+    body = max(t_comp, t_mem, t_lat, t_start)
+    bound = ("memory" if body == t_mem else "latency" if body == t_lat else "programs" if body == t_start
              else ("matrix" if t_mx >= t_vs else "vector"))
     # the learned floor, scaled by the device's launch overhead against the calibration device's
     floor = eff.launch_floor_s * (device.host_launch_s / eff.launch_reference_s if eff.launch_reference_s else 1.0)

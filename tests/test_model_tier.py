@@ -562,3 +562,14 @@ def test_a_layer_type_transformers_needs_twice_appears_twice(tmp_path):
     assert sorted(once.config["layer_types"]) == ["full_attention", "linear_attention", "linear_attention",
                                                   "linear_attention"]
     assert not any("twice" in n for n in once.notes)
+
+
+def test_ssm_heads_too_wide_for_the_scaled_width_split_it(tmp_path):
+    """Zamba2's defaults store an SSM head of 640 dims (its inner width over 8 heads): the scaled
+    width (640 inner) holds one, so the mixer gets two heads that split it, and the model runs."""
+    job = _plan_config(tmp_path, "zamba2", _defaults("zamba2"))
+    c = job.config
+    assert c["n_mamba_heads"] >= 2
+    assert c["n_mamba_heads"] * c["mamba_headdim"] == int(c["mamba_expand"] * c["hidden_size"])
+    model, ids = _decode_equals_one_pass({**job.spec(), "tokens": 6})
+    assert model.config.mamba_headdim == c["mamba_headdim"]

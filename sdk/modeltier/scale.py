@@ -252,7 +252,13 @@ def _scale_ssm(d: dict, put, hidden: int) -> None:
         return
     expand = next((d[k] for k in ("mamba_expand", "expand") if isinstance(d.get(k), (int, float))), 2)
     head_dim = d[hd_key]
-    heads = max(2, int(expand * hidden) // head_dim)
+    heads = int(expand * hidden) // head_dim
+    if heads < 2 and not isinstance(d.get("mamba_d_ssm"), int):
+        # the scaled width holds fewer than two heads of the published size: two heads that split
+        # the width (the mixer's heads times their size must be its inner width)
+        heads, head_dim = 2, max(1, int(expand * hidden) // 2)
+        put(hd_key, head_dim)
+    heads = max(2, heads)
     gkey = next((k for k in ("mamba_n_groups", "n_groups", "mamba_ngroups") if isinstance(d.get(k), int)), None)
     if gkey is not None:
         groups = min(d[gkey], 2)

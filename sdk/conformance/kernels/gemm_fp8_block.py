@@ -103,14 +103,20 @@ def block_fp8_gemm(a, a_scale, b, b_scale, c, emulate_fp8: bool = False, **confi
 
 def quantize_weight_blocks(w: torch.Tensor, block: int = BLOCK):
     """fp8 e4m3 weights [..., N, K] with one fp32 scale per block x block tile (amax / 448), as the
-    released block-fp8 checkpoints store them; partial edge blocks allowed. Works in fp32 on w's device."""
+    released block-fp8 checkpoints store them; partial edge blocks allowed. Works in fp32 on w's
+    device; w itself is left as it is. Whole tiles are read in place (a padded copy only for
+    partial edge blocks), and the largest magnitude is the larger of -min and max (no |w| copy)."""
     *lead, n, k = w.shape
     nb, kb = triton.cdiv(n, block), triton.cdiv(k, block)
-    padded = torch.zeros((*lead, nb * block, kb * block), dtype=torch.float32, device=w.device)
-    padded[..., :n, :k] = w
+    if n % block or k % block or w.dtype != torch.float32 or not w.is_contiguous():
+        padded = torch.zeros((*lead, nb * block, kb * block), dtype=torch.float32, device=w.device)
+        padded[..., :n, :k] = w
+    else:
+        padded = w
     tiles = padded.view(*lead, nb, block, kb, block)
-    scale = tiles.abs().amax(dim=(-3, -1)).clamp_min(1e-12) / 448.0                  # [..., nb, kb]
-    q = (tiles / scale[..., :, None, :, None]).clamp(-448, 448).view(*lead, nb * block, kb * block)
+    amax = torch.maximum(tiles.amax(dim=(-3, -1)), tiles.amin(dim=(-3, -1)).neg_())
+    scale = amax.clamp_min_(1e-12) / 448.0                                           # [..., nb, kb]
+    q = (tiles / scale[..., :, None, :, None]).clamp_(-448, 448).view(*lead, nb * block, kb * block)
     return q[..., :n, :k].to(torch.float8_e4m3fn).contiguous(), scale
 
 

@@ -113,7 +113,7 @@ def _inputs(case, dtype, device, gen):
     chunk = max(1, (1 << 26) // (N * K))  # experts per step: full-size experts stay within host memory
     for e in range(0, E, chunk):
         n_e = min(chunk, E - e)
-        w[e:e + n_e], w_scale[e:e + n_e] = quantize_weight_blocks(torch.randn((n_e, N, K), generator=gen) / K ** 0.5)
+        w[e:e + n_e], w_scale[e:e + n_e] = quantize_weight_blocks(torch.randn((n_e, N, K), generator=gen).div_(K ** 0.5))
     return {"a": a[:, :K].contiguous().to(device), "a_scale": a_scale.float().to(device),
             "w": w.to(device), "w_scale": w_scale.to(device), "topk_ids": ids.to(device),
             "topk_weights": weights.to(device), "sorted_token_ids": sorted_ids.to(device),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from sdk.commands.simulate import _Progress
+from sdk.commands.simulate import _CompileProgress, _Progress
 
 
 class Tty(io.StringIO):
@@ -32,3 +32,18 @@ def test_simulate_progress_bar_on_a_terminal():
     p.close()
     text = out.getvalue()
     assert "simulating" in text and "3/3 [" in text and "k/case2/fp32" in text and "<" in text
+
+
+def test_simulate_says_what_it_compiles_and_how_far_it_is():
+    """The compile phase (what each launch holds on chip, per target) says what it compiles, for
+    which targets, and how far it is, in lines of its own after the cases."""
+    out = io.StringIO()
+    p = _CompileProgress(out)
+    p(0, 5, ["sm_89", "sm_121"])
+    for i in range(1, 6):
+        p(i, 5, ["sm_89", "sm_121"])
+    p.close()
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("compiling 5 launch(es) for sm_89, sm_121") and "cache" in lines[0]
+    assert lines[1].startswith("compiled 1/5 launches (20%);") and lines[-1].startswith("compiled 5/5 launches (100%)")
+    assert len(lines) == 6

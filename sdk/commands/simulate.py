@@ -87,14 +87,15 @@ def run(args: argparse.Namespace) -> int:
         if args.cache_dir is not None and args.cache_dir.exists() and not args.cache_dir.is_dir():
             raise Day0Error(f"{args.cache_dir}: not a directory (--cache-dir takes one)")
         cache = CaptureCache(args.cache_dir)
-    progress = _Progress(total)
+    progress, compiling = _Progress(total), _CompileProgress()
     try:
         import os
         jobs = args.jobs or max(1, min(os.cpu_count() or 1, 8))
         result = simulate_suite(specs, devices, full=args.full, progress=progress, efficiencies=eff, cache=cache,
-                                jobs=jobs)
+                                jobs=jobs, compile_progress=compiling)
     finally:
         progress.close()
+        compiling.close()
     _print_table(result)
     if cache is not None:
         print(f"captures: {cache.hits} from the cache, {cache.misses} captured ({cache.dir})", file=sys.stderr)
@@ -107,23 +108,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _Progress:
-    """Called as each (kernel, case, dtype) is done: a tqdm bar with the time left on a terminal, a
-    plain line per 10 % of the cases elsewhere."""
+    """Called as each of `total` things is done (a (kernel, case, dtype) captured, a launch
+    compiled): a tqdm bar with the time left on a terminal, a plain line per 10 % elsewhere."""
 
-    def __init__(self, total: int, stream=None):
+    def __init__(self, total: int, stream=None, verb: str = "simulated", unit: str = "cases"):
         import time
         from tqdm import tqdm
         self.stream, self.total, self.n, self.t0 = stream or sys.stderr, total, 0, time.monotonic()
+        self.verb, self.unit = verb, unit
         self.step = max(1, -(-total // 10))
         tty = getattr(self.stream, "isatty", lambda: False)()
-        self.bar = tqdm(total=total, file=self.stream, unit="case", leave=True, mininterval=0.2,
-                        bar_format="simulating {l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}]{postfix}"
+        label = {"simulated": "simulating"}.get(verb, verb)
+        self.bar = tqdm(total=total, file=self.stream, unit=unit.rstrip("s"), leave=True, mininterval=0.2,
+                        bar_format=label + " {l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}]{postfix}"
                         ) if tty and total else None
 
-    def __call__(self, what: str) -> None:
+    def __call__(self, what: str = "") -> None:
         import time
         if self.bar is not None:
-            self.bar.set_postfix_str(what, refresh=False)
+            if what:
+                self.bar.set_postfix_str(what, refresh=False)
             self.bar.update(1)
             return
         self.n += 1
@@ -131,13 +135,34 @@ class _Progress:
         if done % self.step == 0 or done == self.total:
             from ..conformance.runner import _fmt_s
             elapsed = time.monotonic() - self.t0
-            print(f"simulated {done}/{self.total} cases ({100 * done // self.total}%); {_fmt_s(elapsed)} "
+            print(f"{self.verb} {done}/{self.total} {self.unit} ({100 * done // self.total}%); {_fmt_s(elapsed)} "
                   f"elapsed, about {_fmt_s(elapsed / done * (self.total - done))} left", file=self.stream,
                   flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+class _CompileProgress:
+    """The compile phase's progress (sdk.simulator.compiled.prefetch): one line saying what is
+    compiled and why, then a _Progress over the launches."""
+
+    def __init__(self, stream=None):
+        self.stream, self.inner = stream or sys.stderr, None
+
+    def __call__(self, done: int, total: int, archs: list) -> None:
+        if self.inner is None:
+            print(f"compiling {total} launch(es) for {', '.join(archs)} with Triton's own compiler, for what each "
+                  "holds on chip (registers, shared memory); Triton's cache keeps them for the next run",
+                  file=self.stream, flush=True)
+            self.inner = _Progress(total, self.stream, verb="compiled", unit="launches")
+        if done:
+            self.inner()
+
+    def close(self) -> None:
+        if self.inner is not None:
+            self.inner.close()
 
 
 def _fit_word(e: dict) -> str:

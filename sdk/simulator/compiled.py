@@ -24,6 +24,7 @@ import re
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 #: what a CUDA multiprocessor allocates in, on every generation Triton compiles for (compute
 #: capability 7.5 to 12.x; CUDA occupancy calculator and programming guide, "Compute Capabilities"):
@@ -89,12 +90,13 @@ def _allocation(ttir: str, num_warps: int, num_stages: int, target: tuple) -> Al
     return _FAST[fast]
 
 
-def prefetch(work, jobs: int = 1) -> int:
+def prefetch(work, jobs: int = 1, progress: Callable[[int, int, list], None] | None = None) -> int:
     """Compile, in `jobs` worker processes, the launches of `work` ((launches, devices) pairs: a
     call's LaunchCounts and the devices it is predicted for) for each device whose target can be
     compiled here, where the allocation is not cached, so that predictions read them; returns how
     many were compiled. The result does not depend on `jobs`: each allocation is the compile of its
-    launch."""
+    launch. `progress(done, total, archs)` is called before the first compile and after each
+    (archs: the targets compiled for, "sm_89" and the like); not at all when nothing is compiled."""
     todo = {}
     for launches, devices in work:
         targets = {t for t in (compile_target(d) for d in devices) if t is not None}
@@ -110,16 +112,23 @@ def prefetch(work, jobs: int = 1) -> int:
                     else:
                         _FAST[key] = found or None
     keys = list(todo)
+    archs = [f"sm_{a}" for a in sorted({k[3][1] for k in keys})]
+    if progress and keys:
+        progress(0, len(keys), archs)
     if jobs > 1 and len(keys) > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(max_workers=min(jobs, len(keys)),
                                  mp_context=multiprocessing.get_context("spawn")) as pool:
-            for key, result in zip(keys, pool.map(_compile_key, keys, chunksize=4)):
+            for n, (key, result) in enumerate(zip(keys, pool.map(_compile_key, keys, chunksize=4)), 1):
                 _FAST[key] = result
+                if progress:
+                    progress(n, len(keys), archs)
     else:
-        for key in keys:
+        for n, key in enumerate(keys, 1):
             _allocation(*key)
+            if progress:
+                progress(n, len(keys), archs)
     return len(keys)
 
 

@@ -236,14 +236,16 @@ def capture_case(spec: KernelSpec, case, dtype: str, fp8: tuple[str, ...] | None
 
 def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full: bool = False,
                    progress: Callable[[str], None] | None = None, efficiencies=None, cache=None,
-                   jobs: int = 1) -> dict:
+                   jobs: int = 1, compile_progress: Callable[[int, int, list], None] | None = None) -> dict:
     """{"devices": [...], "cases": [...], "by_device": {device: {"device": d, "kernels": {...}}}}.
     `by_device[d]` is the per-kernel summary the coverage report reads (`day0 report --sim`): the
     slowest case's time, whether every case fits, and the verdict per dtype (`fits_by_dtype`), so
     that one dtype a device lacks does not hide the others that run. `cache`: a
     sdk.simulator.cache.CaptureCache that keeps each captured call between runs. `jobs`: worker
     processes capturing the calls the cache does not hold (1: in this process); the result does
-    not depend on it. `progress(item)` is called as each (kernel, case, dtype) is done."""
+    not depend on it. `progress(item)` is called as each (kernel, case, dtype) is captured;
+    `compile_progress(done, total, archs)` as the launches are compiled for the targets that compile
+    here (sdk.simulator.compiled.prefetch), where any is not in Triton's cache."""
     from .model import load_efficiencies
     from .onchip import target_profile
     eff = efficiencies or load_efficiencies()
@@ -264,7 +266,7 @@ def simulate_suite(specs: Iterable[KernelSpec], devices: list[DeviceModel], full
     # in the workers before the predictions read it
     from .compiled import prefetch
     prefetch([(launches, profiles[profile]) for per_profile in captured
-              for profile, launches in zip(order, per_profile)], jobs)
+              for profile, launches in zip(order, per_profile)], jobs, compile_progress)
     for (spec, case, dtype), per_profile in zip(items, captured):
         for profile, launches in zip(order, per_profile):
             if isinstance(launches, str):  # a wrapper that cannot run without real data

@@ -263,6 +263,43 @@ def test_blocked_attention_equals_the_textbook_formula(causal, window, sinks, bu
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("causal, window, sinks", [(True, 0, False), (True, 5, True), (False, 0, False)])
+def test_fp32_attention_drops_only_weights_below_the_smallest_normal(causal, window, sinks):
+    """In fp32 a weight exp(s - max) under 1.2e-38 is set to zero before the exponential (computed,
+    it is subnormal and slow): the result is the fp64 formula's to fp32 rounding, with logits
+    spread over hundreds so that most weights of a row fall below that floor, rows that see
+    nothing stay NaN, and a sink's weight still counts."""
+    gen = torch.Generator().manual_seed(11)
+    n, L, HQ, HKV, D = 23, 40, 4, 2, 16
+    q = torch.randn(n, HQ, D, generator=gen, dtype=torch.float64) * 3.5
+    k = torch.randn(L, HKV, D, generator=gen, dtype=torch.float64) * 3.5
+    v = torch.randn(L, HKV, 8, generator=gen, dtype=torch.float64)
+    q_pos = torch.arange(n) - 3  # the first three queries precede every key
+    sk = torch.randn(HQ, generator=gen, dtype=torch.float64) * 30 if sinks else None
+    got = refmath.attention(q.float(), k.float(), v.float(), 1.0, q_pos=q_pos, causal=causal, window=window,
+                            sinks=None if sk is None else sk.float(), dtype=torch.float32, budget=256)
+    want = _textbook(q.float().double(), k.float().double(), v.float().double(), 1.0, q_pos, torch.arange(L),
+                     causal, window, None if sk is None else sk.float().double())
+    spread = (torch.einsum("qhd,khd->hqk", q, k.repeat_interleave(2, 1)).amax(-1)
+              - torch.einsum("qhd,khd->hqk", q, k.repeat_interleave(2, 1)).amin(-1))
+    assert float(spread.min()) > 87  # every row has weights below the floor
+    assert torch.equal(got.isnan(), want.isnan())
+    torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+def test_fp32_attention_keeps_every_weight_fp32_holds_as_a_normal_number():
+    """The floor sits at fp32's smallest normal: keys 15, 50 and 86 below the row's largest logit
+    still count (values large enough for each to move the output), one 100 below does not."""
+    logits = torch.tensor([0.0, -15.0, -50.0, -86.0, -100.0], dtype=torch.float64)
+    values = torch.tensor([0.0, 1e6, 1e20, 1e36, 1e38], dtype=torch.float64)
+    q = torch.ones(1, 1, 1, dtype=torch.float64)
+    got = refmath.attention(q.float(), logits.float()[:, None, None], values.float()[:, None, None], 1.0,
+                            dtype=torch.float32)
+    w = torch.exp(logits)
+    kept = float((w[:4] * values[:4]).sum() / w.sum())
+    assert abs(float(got) - kept) <= 1e-5 * kept and kept > 0.3
+
+
 def test_blocked_attention_rows_that_see_nothing_are_nan_unless_a_sink_takes_them():
     gen = torch.Generator().manual_seed(9)
     q = torch.randn(4, 2, 8, generator=gen, dtype=torch.float64)

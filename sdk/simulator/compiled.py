@@ -115,20 +115,21 @@ def prefetch(work, jobs: int = 1, progress: Callable[[int, int, list], None] | N
     archs = [f"sm_{a}" for a in sorted({k[3][1] for k in keys})]
     if progress and keys:
         progress(0, len(keys), archs)
-    if jobs > 1 and len(keys) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-        with ProcessPoolExecutor(max_workers=min(jobs, len(keys)),
-                                 mp_context=multiprocessing.get_context("spawn")) as pool:
-            for n, (key, result) in enumerate(zip(keys, pool.map(_compile_key, keys, chunksize=4)), 1):
-                _FAST[key] = result
-                if progress:
-                    progress(n, len(keys), archs)
-    else:
-        for n, key in enumerate(keys, 1):
-            _allocation(*key)
-            if progress:
-                progress(n, len(keys), archs)
+
+    def compiled_in_order():
+        if jobs > 1 and len(keys) > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+            with ProcessPoolExecutor(max_workers=min(jobs, len(keys)),
+                                     mp_context=multiprocessing.get_context("spawn")) as pool:
+                yield from pool.map(_compile_key, keys, chunksize=4)
+        else:
+            yield from map(_compile_key, keys)
+
+    for n, (key, result) in enumerate(zip(keys, compiled_in_order()), 1):
+        _FAST[key] = result  # a worker's compile; in this process _allocation has stored it already
+        if progress:
+            progress(n, len(keys), archs)
     return len(keys)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from sdk.cli import main
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_scaffold import installed_package, records, run, scaffold, tree  # noqa: E402
 
 NAME = "scaffoldllvm"

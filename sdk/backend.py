@@ -70,6 +70,10 @@ def load_device_model(spec: str) -> Any:
     return load(spec)
 
 
+#: the most warps a Triton program launches with (1,024 threads of 32 lanes on a GPU)
+MAX_WARPS = 32
+
+
 def device_properties_of(model: Any) -> dict[str, int]:
     """What libraries ask Triton's driver for (`utils.get_device_properties`), from a device model:
     only what the model states (max_num_regs only where it gives a register file)."""
@@ -109,6 +113,16 @@ class Options:
     enable_fp_fusion: bool = True
     launch_cooperative_grid: bool = False
     instrumentation_mode: str = ""
+    # other backends' tuning knobs that kernels tuned for them pass at launch or in autotune
+    # configs (CUDA: maxnreg, launch_pdl; AMD: waves_per_eu, matrix_instr_nonkdim, kpack,
+    # schedule_hint): accepted and ignored, as num_warps is by a device without warps, so that code
+    # tuned for those devices runs unchanged (Triton rejects a launch keyword no option names)
+    maxnreg: int | None = None
+    launch_pdl: bool = False
+    waves_per_eu: int = 0
+    matrix_instr_nonkdim: int = 0
+    kpack: int = 1
+    schedule_hint: str = ""
     checks: tuple[str, ...] = ()
     dump_stages: tuple[str, ...] = ()
     dump_dir: str = ""
@@ -228,8 +242,17 @@ class Backend(ABC):
         return load_device_model(self.target.device_model)
 
     def device_properties(self) -> dict[str, int]:
-        """What libraries ask Triton's driver for (`utils.get_device_properties`): from the device model."""
-        return device_properties_of(self.device_model())
+        """What libraries ask Triton's driver for (`utils.get_device_properties`): from the device
+        model. Host code sizes persistent grids as max_num_regs // (n_regs * warpSize * num_warps)
+        programs a unit (Triton's fused-softmax tutorial); on a GPU every kernel that compiled fits
+        at least once. A backend that ignores warps takes any num_warps with the same `n_regs`
+        (registers_per_thread), so it reports a register file that holds one program at the most
+        warps Triton launches: never a grid of zero programs."""
+        props = device_properties_of(self.device_model())
+        if self.ignores_warps and "max_num_regs" in props:
+            fits = self.registers_per_thread * props.get("warpSize", 1) * MAX_WARPS
+            props["max_num_regs"] = max(props["max_num_regs"], fits)
+        return props
 
     def variant(self, arch: str | None = None, compile_only: bool = False) -> "Backend":
         """This backend for another arch, or compiling without running (`name@arch`,

@@ -533,6 +533,32 @@ def test_barrier_and_hints_keep_results():
     assert torch.equal(out, x + 1)
 
 
+@triton.autotune(configs=[triton.Config({"BLOCK": 16, "waves_per_eu": 2, "matrix_instr_nonkdim": 16, "kpack": 2},
+                                        num_warps=4, num_stages=2),
+                          triton.Config({"BLOCK": 32, "maxnreg": 128}, num_warps=8, num_stages=3)],
+                 key=["n"])
+@triton.jit
+def tuned_elsewhere_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3, mask=offs < n)
+
+
+def test_other_backends_tuning_knobs_are_accepted_and_ignored():
+    """Kernels tuned for AMD or NVIDIA GPUs pass their knobs at launch and in autotune configs
+    (Triton's matmul tutorial gives every non-CUDA target its HIP configs): they run unchanged; a
+    keyword no backend knows is still refused, as Triton refuses it."""
+    x = torch.randn(50, generator=torch.Generator().manual_seed(6))
+    out = torch.full_like(x, float("nan"))
+    barrier_hint_kernel[(4,)](x, out, 50, BLOCK=16, waves_per_eu=2, matrix_instr_nonkdim=16, kpack=2,
+                              schedule_hint="attention", maxnreg=128, launch_pdl=True)
+    assert torch.equal(out, x + 1)
+    out.fill_(float("nan"))
+    tuned_elsewhere_kernel[lambda meta: (triton.cdiv(50, meta["BLOCK"]),)](x, out, 50)
+    assert torch.equal(out, x * 3)
+    with pytest.raises(KeyError, match="no_such_knob"):
+        barrier_hint_kernel[(4,)](x, out, 50, BLOCK=16, no_such_knob=1)
+
+
 @triton.jit
 def persistent_softmax_kernel(out_ptr, in_ptr, n_rows, n_cols, BLOCK: tl.constexpr):
     for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0)):
@@ -542,18 +568,21 @@ def persistent_softmax_kernel(out_ptr, in_ptr, n_rows, n_cols, BLOCK: tl.constex
         tl.store(out_ptr + row * n_cols + cols, e / tl.sum(e, 0), mask=cols < n_cols)
 
 
-def test_host_code_sizing_a_persistent_grid_from_kernel_metadata():
+@pytest.mark.parametrize("num_warps", [1, 4, 8, 32])
+def test_host_code_sizing_a_persistent_grid_from_kernel_metadata(num_warps):
     """Host code that divides by a compiled kernel's n_regs and shared memory (as Triton's fused
-    softmax tutorial does) gets device-like, non-zero figures."""
+    softmax tutorial does, with 8 warps) gets device-like figures: at least one program a unit at
+    every num_warps, as on a GPU, never a grid of zero programs that leaves the output unwritten."""
     from triton.runtime import driver
     props = driver.active.utils.get_device_properties(driver.active.get_current_device())
     x = torch.randn(37, 100, generator=torch.Generator().manual_seed(4))
     y = torch.full_like(x, float("nan"))
-    kernel = persistent_softmax_kernel.warmup(y, x, 37, 100, BLOCK=128, num_warps=4, grid=(1,))
+    kernel = persistent_softmax_kernel.warmup(y, x, 37, 100, BLOCK=128, num_warps=num_warps, grid=(1,))
     kernel._init_handles()
     assert kernel.n_regs > 0 and kernel.metadata.shared == 128 * 4
-    occupancy = min(props["max_num_regs"] // (kernel.n_regs * props["warpSize"] * 4),
+    occupancy = min(props["max_num_regs"] // (kernel.n_regs * props["warpSize"] * num_warps),
                     props["max_shared_mem"] // kernel.metadata.shared)
+    assert occupancy >= 1
     kernel[(min(props["multiprocessor_count"] * occupancy, 37), 1, 1)](y, x, 37, 100, 128)
     torch.testing.assert_close(y, torch.softmax(x, -1))
 
@@ -790,3 +819,36 @@ def test_fp8e4b15_converts_as_triton_defines_it():
     step = 2.0 ** (np.maximum(np.floor(np.log2(np.where(q16 > 0, q16, 1.0))), -14) - 3)
     want = np.floor(q16 / step + 0.5) * step * np.sign(h)
     np.testing.assert_array_equal(out.numpy(), want.astype(np.float32))
+
+
+# ------------------------------------------------------------------- address ownership by search
+@pytest.mark.parametrize("overlapping", [False, True])
+def test_address_owners_found_by_search_match_a_scan_of_every_region(overlapping):
+    """Which region holds each address (the first in order; element-aligned with its start), for
+    the hundreds of regions a raw pointer maps walking a tensor it was not given: found by a search
+    over sorted starts where regions are disjoint, against a scan of every region per address."""
+    from backends.cpu_interp.addressing import AddressSpace
+    from sdk.records import DeviceArg
+    rng = np.random.default_rng(11)
+    starts = np.sort(rng.choice(np.arange(0, 1 << 20, 64), size=300, replace=False)) + 4096
+    sizes = rng.integers(0, 17, size=300) * 4  # some empty; starts are 64 bytes apart at least
+    if overlapping:
+        sizes[::7] += 256  # every seventh reaches into the regions after it
+    assert overlapping == any(s + n > t for s, n, t in zip(starts, sizes, starts[1:]))
+    regions = [DeviceArg(f"r{k}", int(s), int(n), "f32") for k, (s, n) in enumerate(zip(starts, sizes))]
+    order = rng.permutation(len(regions))
+    regions = [regions[k] for k in order]
+    near = rng.choice(starts, size=4000) + rng.integers(-16, 240, size=4000)  # in, between and past regions
+    a = np.concatenate([near,
+                        np.asarray([r.address for r in regions[:50]]),
+                        np.asarray([r.address + r.nbytes for r in regions[:50]])]).astype(np.int64)
+    for width in (1, 4):
+        want = np.full(a.shape, -1, np.int64)
+        for i, x in enumerate(a.tolist()):
+            for k, r in enumerate(regions):
+                if r.address <= x and x + width <= r.address + r.nbytes and (x - r.address) % width == 0:
+                    want[i] = k
+                    break
+        got = AddressSpace._owners(a, width, regions)
+        assert np.array_equal(got, want)
+        assert (want >= 0).sum() > 100 and (want < 0).sum() > 100

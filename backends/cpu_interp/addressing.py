@@ -170,18 +170,15 @@ class AddressSpace:
         with that region's start. Regions that do not overlap (the usual case: a raw pointer's
         accesses map a region per cluster of addresses, hundreds over a kernel that walks a
         tensor it was not given) are searched by address, not one by one."""
-        held = [k for k, r in enumerate(regions) if r.nbytes > 0]
+        held = sorted((r.address, r.address + r.nbytes, k) for k, r in enumerate(regions) if r.nbytes > 0)
         if len(held) > 4:
-            starts = np.array([regions[k].address for k in held], np.int64)
-            order = np.argsort(starts, kind="stable")
-            lo = starts[order]
-            hi = lo + np.array([regions[held[k]].nbytes for k in order], np.int64)
+            lo, hi, index = (np.array(column, np.int64) for column in zip(*held))
             if (lo[1:] >= hi[:-1]).all():  # disjoint: an address lies in one region at most
                 j = np.maximum(np.searchsorted(lo, a, side="right") - 1, 0)
                 hit = (a >= lo[j]) & (a + width <= hi[j])
                 if width > 1:
                     hit &= (a - lo[j]) % width == 0
-                return np.where(hit, np.asarray(held, np.int64)[order][j], -1)
+                return np.where(hit, index[j], -1)
         owner = np.full(a.shape, -1, np.int64)
         for k, r in enumerate(regions):
             hit = (owner < 0) & (a >= r.address) & (a + width <= r.address + r.nbytes)

@@ -367,6 +367,17 @@ def test_unknown_moe_router_is_not_guessed(tmp_path):
     assert not ROUTERS & {f.name for f in needs.families}
 
 
+def test_experts_activation_and_heads_kept_in_sub_configs_are_read():
+    """DBRX keeps its experts, top-k and activation in ffn_config and its key-value heads in
+    attn_config; its blocks use LayerNorm with gated (GLU) experts."""
+    needs = config_needs(CONFIGS / "dbrx_instruct.json")
+    fams = {f.name: f for f in needs.families}
+    assert not needs.unclassified
+    assert {"LayerNorm", "SiLU-and-mul", "fused MoE", "top-k softmax routing"} <= set(fams)
+    assert "RMSNorm" not in fams and "GELU (non-gated MLP)" not in fams
+    assert "16 experts, top-4" in fams["fused MoE"].why
+
+
 def test_every_shipped_config_is_classified():
     for name, path in models.shipped().items():
         needs = config_needs(path)

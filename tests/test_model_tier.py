@@ -386,6 +386,49 @@ def test_floats_json_cannot_hold_are_read_as_transformers_writes_them(tmp_path):
     _meta_model(job)
 
 
+# DBRX's published config.json writes moe_normalize_expert_weights as 1 (DbrxFFNConfig declares a float)
+DBRX = json.loads((HERE / "data" / "configs" / "dbrx_instruct.json").read_text())
+
+
+def test_json_numbers_are_read_as_the_config_class_declares_them(tmp_path):
+    """JSON writes 1 for 1.0 and 4096.0 for 4096: a whole number in a float field of a sub-config, and
+    a whole-valued float in an int field, are read as declared, not refused."""
+    from huggingface_hub.errors import StrictDataclassError
+    with pytest.raises(StrictDataclassError, match="moe_normalize_expert_weights"):
+        CONFIG_MAPPING["dbrx"](**{k: v for k, v in DBRX.items() if k != "model_type"})  # transformers alone
+    cfg = json.loads(json.dumps(DBRX))
+    cfg["n_heads"] = 48.0
+    job = _plan_config(tmp_path, "dbrx", cfg)
+    ffn = job.config["ffn_config"]
+    assert ffn["moe_normalize_expert_weights"] == 1.0 and isinstance(ffn["moe_normalize_expert_weights"], float)
+    assert isinstance(job.published["n_heads"], int) and job.published["n_heads"] == 48
+    assert ffn["moe_top_k"] == 4 and isinstance(ffn["moe_top_k"], int)  # ints where ints are declared stay
+    _meta_model(job)
+
+
+def test_a_field_the_config_class_derives_from_a_sub_config_is_scaled_at_its_source(tmp_path):
+    """DBRX's config class copies attn_config.kv_n_heads to num_key_value_heads, and its attention
+    reads attn_config: the scaled key-value heads must reach it (8 of them against 6 scaled query
+    heads left the attention with 0 groups), and the clip value that shares its published 8 stays."""
+    job = _plan_config(tmp_path, "dbrx", json.loads(json.dumps(DBRX)))
+    heads, kv = job.config["n_heads"], job.config["attn_config"]["kv_n_heads"]
+    assert kv == job.config["num_key_value_heads"] and heads // kv == 48 // 8 and heads < 48
+    assert job.config["attn_config"]["clip_qkv"] == 8
+    attn = _meta_model(job).transformer.blocks[0].norm_attn_norm.attn
+    assert attn.num_key_value_heads == kv and attn.num_key_value_groups == heads // kv
+
+
+def test_an_op_whose_shape_depends_on_the_data_is_a_limit_of_the_meta_check():
+    """The published config's check on the meta device cannot run torch.nonzero (MoE routing): that
+    makes its verdict unknown, not a failure transformers shares."""
+    import torch
+    from sdk.modeltier.runner import _META_LIMIT
+    with pytest.raises(Exception) as raised:
+        torch.nonzero(torch.ones(3, device="meta"))
+    assert _META_LIMIT.search(" ".join(f"{type(raised.value).__name__}: {raised.value}".split()))
+    assert not _META_LIMIT.search("RuntimeError: The size of tensor a (6) must match the size of tensor b (0)")
+
+
 @pytest.mark.parametrize("model_type, cls", [
     ("mllama", "MllamaForCausalLM"),            # the text config's own causal LM, no auto mapping for it
     ("kosmos-2", "Kosmos2TextForCausalLM"),     # the same, in another modeling module of the package

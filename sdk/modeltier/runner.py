@@ -78,6 +78,7 @@ def _text_config(raw: dict):
     language model (an encoder, an encoder-decoder, a model without a text decoder), said in one
     line. Floats a JSON file cannot hold are read as transformers writes them ({"__float__": "Infinity"})."""
     from transformers import CONFIG_MAPPING
+    from ..models.hfconfig import config_object
     if not isinstance(raw, dict):
         raise ConfigError("a model config must be a JSON object")
     mt = raw.get("model_type")
@@ -87,7 +88,7 @@ def _text_config(raw: dict):
         raise ConfigError(f"model_type '{mt}' is not known to the installed transformers; "
                           "the model tier builds models through transformers")
     try:
-        full = CONFIG_MAPPING[mt](**{k: _special_floats(v) for k, v in raw.items() if k != "model_type"})
+        full = config_object(mt, {k: _special_floats(v) for k, v in raw.items() if k != "model_type"})
         text = full.get_text_config(decoder=True)  # the decoder's, where there is also a text encoder
     except Exception as exc:  # transformers' own validation of the config's values
         why = " ".join(f"{type(exc).__name__}: {exc}".split())
@@ -150,10 +151,12 @@ def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -
         aliases = getattr(type(text), "attribute_map", None)
         scaled, notes = scale(text.to_dict(), aliases, nested)
         scaled["model_type"] = mt
+        _follow_derived(scaled, notes)
         why = _cannot_build(cls, scaled)
         if why:  # e.g. a block shared by all layers of a type, tied from the first to the others
             twice, more = scale(text.to_dict(), aliases, nested, times=2)
             twice["model_type"] = mt
+            _follow_derived(twice, more)
             if twice != scaled and not _cannot_build(cls, twice):
                 scaled, notes = twice, more + [f"every layer type twice: transformers cannot build the model with "
                                                 f"one layer of each ({why})"]
@@ -164,15 +167,49 @@ def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -
     return jobs
 
 
+def _rebuilt(cfg: dict) -> dict | None:
+    """`cfg` as its config class rebuilds it (None if it refuses)."""
+    from ..models.hfconfig import config_object
+    fields = copy.deepcopy({k: v for k, v in cfg.items() if k != "model_type"})
+    try:
+        return config_object(cfg["model_type"], fields).to_dict()
+    except Exception:  # said by _cannot_build, which builds the model from it
+        return None
+
+
+def _follow_derived(cfg: dict, notes: list[str]) -> None:
+    """A field the config class derives from a sub-config's field (DBRX copies attn_config.kv_n_heads
+    to num_key_value_heads, and its attention reads the former) takes its scaled value in the
+    sub-config too. The source is found by rebuilding the config without the field, with each
+    sub-config field of the same published value changed in turn: the one the rebuilt field
+    follows. Edits `cfg` and `notes` in place."""
+    for key, value in list(cfg.items()):
+        if type(value) is not int:
+            continue
+        without = {k: v for k, v in cfg.items() if k != key}
+        back = (_rebuilt(without) or {}).get(key)
+        if type(back) is not int or back == value:
+            continue
+        for sub, fields in cfg.items():
+            if not isinstance(fields, dict):
+                continue
+            found = next((name for name, v in fields.items() if type(v) is int and v == back
+                          and (_rebuilt({**without, sub: {**fields, name: value}}) or {}).get(key) == value), None)
+            if found is not None:
+                cfg[sub] = {**fields, found: value}
+                notes.append(f"{sub}.{found}: {back} -> {value} (the config class derives {key} from it)")
+                break
+
+
 def _cannot_build(cls: type, cfg: dict) -> str:
     """"" when transformers builds `cls` from the scaled config (on the meta device: no memory, no
     weights), else why not, in one line."""
     import torch
-    from transformers import CONFIG_MAPPING
+    from ..models.hfconfig import config_object
     fields = copy.deepcopy({k: v for k, v in cfg.items() if k != "model_type"})  # config classes edit sub-dicts
     try:
         with torch.device("meta"):
-            cls._from_config(CONFIG_MAPPING[cfg["model_type"]](**fields))
+            cls._from_config(config_object(cfg["model_type"], fields))
     except Exception as exc:  # whatever transformers raises: said, and the plan keeps the config
         return " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
     return ""
@@ -330,8 +367,9 @@ def _libraries_used(kernels: list[dict], imported: list[str], exporting: bool = 
     return text
 
 
-#: what the meta device cannot do (read a value, copy data out, an op without a meta kernel)
-_META_LIMIT = re.compile(r"\bmeta\b", re.IGNORECASE)
+#: what the meta device cannot do (read a value, copy data out, an op without a meta kernel, or one
+#: whose output shape depends on the data: torch.nonzero's "register_meta ... data-independent")
+_META_LIMIT = re.compile(r"(\b|_)meta(\b|_)|data-(in)?dependent", re.IGNORECASE)
 
 
 def _published_verdict(why: str, spec_path: str, timeout: float) -> str:

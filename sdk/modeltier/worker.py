@@ -36,10 +36,10 @@ def _dtype(name: str):
 def build(spec: dict):
     """The transformers model of `spec["config"]` (a scaled text config) with seeded weights."""
     import torch
-    from transformers import CONFIG_MAPPING
+    from ..models.hfconfig import config_object
     from .classes import load, model_class
     cfg = dict(spec["config"])
-    config = CONFIG_MAPPING[cfg.pop("model_type")](**cfg)
+    config = config_object(cfg.pop("model_type"), cfg)
     # the class the plan chose (a causal LM, or a multimodal model's text model whose hidden states
     # are compared); a spec without one gets the same choice for a multimodal model's text part
     cls = load(spec["model_class"]) if spec.get("model_class") else model_class(config, multimodal_part=True)[0]

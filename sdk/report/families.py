@@ -182,6 +182,7 @@ def text_model(data: dict[str, Any], where: str = "config") -> tuple[Any | None,
         return None, f"{UNCLASSIFIED}: the config names no model_type"
     import transformers
     from transformers import CONFIG_MAPPING
+    from ..models.hfconfig import config_object
     if mt not in CONFIG_MAPPING:
         return None, (f"{UNCLASSIFIED}: model_type '{mt}' is not known to the installed transformers "
                       f"{transformers.__version__}")
@@ -190,7 +191,7 @@ def text_model(data: dict[str, Any], where: str = "config") -> tuple[Any | None,
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            obj = CONFIG_MAPPING[mt](**{k: v for k, v in data.items() if k != "model_type"})
+            obj = config_object(mt, {k: v for k, v in data.items() if k != "model_type"})
             return obj.get_text_config(), ""
     except Exception as exc:  # transformers' own validation of the values
         msg = " ".join(str(exc).split())[:200]
@@ -219,6 +220,8 @@ MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 LAYERNORM = frozenset({"gpt2", "opt", "gpt_bigcode", "bloom", "mpt", "falcon", "gpt_neox", "gptj", "phi",
                        "starcoder2"})
 NON_GATED_MLP = LAYERNORM | {"nemotron", "nemotron_h"}
+#: model types with LayerNorm and a gated MLP (DBRX's GLU experts)
+LAYERNORM_GATED = frozenset({"dbrx"})
 #: model types that scale the residual stream before adding to it, so the add is not fused into the norm
 SCALED_RESIDUAL = {**dict.fromkeys(("granite", "granitemoe", "granitemoeshared", "granitemoehybrid"),
                                    "residual_multiplier scales each block's output"),
@@ -262,6 +265,8 @@ ROUTING = {
                      "olmoe", "jamba", "granitemoe", "granitemoeshared", "granitemoehybrid", "minimax",
                      "phimoe"), (SOFTMAX, "softmax over the expert logits, top-k")),
     "gpt_oss": (SOFTMAX, "top-k of the logits, softmax over the chosen"),
+    "dbrx": (SOFTMAX, "softmax over the expert logits, top-k, the chosen weights divided by their "
+                      "p-norm (moe_normalize_expert_weights)"),
     "llama4_text": (SIGMOID_TOPK, "top-k of the logits, then sigmoid of the chosen (Llama4Router)"),
     **dict.fromkeys(("deepseek_v3", "glm4_moe", "nemotron_h"),
                     (GROUPED, "sigmoid scores + e_score_correction_bias, group-limited top-k")),
@@ -269,10 +274,18 @@ ROUTING = {
 
 
 def _get(c: Any, *names: str) -> Any:
+    """The first of `names` `c` sets, else the first one of its sub-configs sets (DBRX keeps its
+    experts in ffn_config, its key-value heads in attn_config)."""
     for n in names:
         v = getattr(c, n, None)
         if v is not None:
             return v
+    for key in getattr(type(c), "sub_configs", None) or {}:
+        sub = getattr(c, key, None)
+        if sub is not None and not isinstance(sub, (dict, list, str)):
+            v = next((getattr(sub, n) for n in names if getattr(sub, n, None) is not None), None)
+            if v is not None:
+                return v
     return None
 
 
@@ -410,7 +423,7 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
 
     # ------------------------------------------------------------------ norm, projections, MLP
     ssm = MAMBA1 in mixers or MAMBA2 in mixers
-    if mt in LAYERNORM or encoder or (not ssm and _get(c, "rms_norm_eps") is None and
+    if mt in LAYERNORM or mt in LAYERNORM_GATED or encoder or (not ssm and _get(c, "rms_norm_eps") is None and
                                       _get(c, "layer_norm_eps", "layer_norm_epsilon") is not None):
         need("LayerNorm", f"model_type={mt}")
     elif mt in SCALED_RESIDUAL:
@@ -420,9 +433,10 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
     need("dense GEMM", "every model (projections, lm_head)")
     experts = _get(c, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
     moe = isinstance(experts, int) and experts > 1 and (mt != "nemotron_h" or MOE_LAYER in mixers)
-    act_key = next((k for k in ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function")
-                    if _get(c, k) is not None), "")
-    act = str(_get(c, act_key) if act_key else FIXED_ACT.get(mt, "")).lower()
+    act_key = next((k for k in ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function",
+                                "ffn_act_fn") if _get(c, k) is not None), "")
+    act = _get(c, act_key) if act_key else FIXED_ACT.get(mt, "")
+    act = str(act.get("name", "") if isinstance(act, dict) else act).lower()  # DBRX: {"name": "silu"}
     given = {**data, **(data.get("text_config") or {})}
     has_mlp = mt not in PURE_SSM and (mt != "nemotron_h" or MLP_LAYER in mixers or moe)
     if has_mlp:
@@ -524,7 +538,7 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
 
     # ------------------------------------------------------------------ MoE
     if moe:
-        need("fused MoE", f"{experts} experts, top-{_get(c, 'num_experts_per_tok', 'moe_topk', 'top_k')}")
+        need("fused MoE", f"{experts} experts, top-{_get(c, 'num_experts_per_tok', 'moe_topk', 'top_k', 'moe_top_k')}")
         routing = ROUTING.get(mt)
         if routing is None:
             need(f"{UNCLASSIFIED}: the MoE router of model_type {mt}", f"{experts} experts")

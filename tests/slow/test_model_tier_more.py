@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("transformers", reason="transformers not installed (pip install transformers)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_model_tier import BAMBA, GPT2, ZAMBA2, _config, _day0, _plan_config, _write  # noqa: E402
+from test_model_tier import BAMBA, DBRX, GPT2, ZAMBA2, _config, _day0, _plan_config, _write  # noqa: E402
 from test_model_sweep import _sweep  # noqa: E402
 
 from sdk.conformance.results import load_results  # noqa: E402
@@ -59,17 +59,21 @@ def test_coverage_run_builds_and_runs_an_unseen_config(tmp_path):
 def test_configs_with_their_own_field_names_and_layer_indices_run_end_to_end(tmp_path):
     """Published configs the rule once scaled wrongly: GPT-2's n_embd/n_head/n_layer (12 full-width
     layers before), Bamba's attention layer indices (no attention layer left before) and Zamba2's
-    Mamba heads stored as n_mamba_heads (a shape error before). Each runs and matches eager."""
-    paths = [str(_write(tmp_path, n, c)) for n, c in (("gpt2", GPT2), ("bamba", BAMBA), ("zamba2", ZAMBA2))]
+    Mamba heads stored as n_mamba_heads (a shape error before), DBRX's key-value heads kept in its
+    attn_config (refused for its JSON numbers, then more key-value heads than query heads). Each runs
+    and matches eager."""
+    models = (("gpt2", GPT2), ("bamba", BAMBA), ("zamba2", ZAMBA2), ("dbrx", DBRX))
+    paths = [str(_write(tmp_path, n, c)) for n, c in models]
     out = tmp_path / "m.jsonl"
     proc = _day0("model", *paths, "--out", str(out), timeout=1800)
     recs = load_results(out).records
-    assert {(r.kernel, r.case) for r in recs} == {(n, m) for n in ("gpt2", "bamba", "zamba2")
+    assert {(r.kernel, r.case) for r in recs} == {(n, m) for n, _ in models
                                                   for m in ("prefill", "decode")}, proc.stderr[-3000:]
     for r in recs:
         assert r.status == "pass" and r.rmse is not None and r.rmse < 1e-3 and r.kernels, (r.kernel, r.case, r.detail)
     assert proc.returncode == 0
     assert "attn_layer_indices: [9, 18, 27] -> [1]" in proc.stderr and "n_embd: 768 ->" in proc.stderr
+    assert "attn_config.kv_n_heads: 8 -> 1" in proc.stderr
 
 
 def test_transformers_defaults_the_rule_once_failed_run_end_to_end(tmp_path):

@@ -483,3 +483,47 @@ def test_alibi_and_hybrid_mamba1(tmp_path):
     assert not ROPES & set(fams) and "Mamba-2 SSD" not in fams
     fams = families(shipped("falcon_h1"))  # attention and Mamba-2 side by side in every layer
     assert {"Mamba-2 SSD", "attention (paged decode)", "RoPE (NeoX)", "SiLU-and-mul"} <= set(fams)
+
+
+def _defaults(tmp_path: Path, model_type: str) -> Path:
+    """A config.json as transformers' config class writes its defaults (special floats included)."""
+    from transformers import CONFIG_MAPPING
+    cfg = json.loads(CONFIG_MAPPING[model_type]().to_json_string(use_diff=False))
+    return _write(tmp_path, {**cfg, "model_type": model_type}, f"{model_type}.json")
+
+
+@pytest.mark.parametrize("model_type, router", [
+    ("deepseek_v32", "grouped top-k routing"),    # DeepSeek-V3's router: sigmoid + bias, 8 groups
+    ("glm4_moe_lite", "grouped top-k routing"),
+    ("kimi_linear", "grouped top-k routing"),     # its groups under num_expert_group
+    ("minimax_m2", "grouped top-k routing"),      # sigmoid + bias, top-k over all experts: one group
+    ("flex_olmo", "top-k softmax routing"),
+])
+def test_routers_as_transformers_computes_them(tmp_path, model_type, router):
+    fams = {f.name: f for f in config_needs(_defaults(tmp_path, model_type)).families}
+    assert ROUTERS & set(fams) == {router}
+    assert not any(n.startswith("cannot classify: the MoE router") for n in fams)
+
+
+@pytest.mark.parametrize("model_type", ["arcee", "nanochat", "persimmon"])
+def test_relu2_without_a_gate_projection(tmp_path, model_type):
+    fams = families(_defaults(tmp_path, model_type))
+    assert "ReLU² (non-gated MLP)" in fams and "SiLU-and-mul" not in fams
+    assert not [f for f in fams if f.startswith("cannot classify: MLP activation")]
+
+
+def test_an_attribute_kept_per_layer_is_read_from_the_layers(tmp_path):
+    """Dots3 keeps kv_lora_rank per layer (512 or 1024) and transformers refuses the global read:
+    the layers' value says MLA, instead of an internal error."""
+    needs = config_needs(_defaults(tmp_path, "dots3_note_text"))
+    fams = {f.name for f in needs.families}
+    assert {"MLA prefill", "MLA decode (latent cache)"} <= fams
+
+
+def test_configs_as_transformers_writes_them_are_read(tmp_path):
+    """Mamba-2's time_step_limit [0, inf] is written {"__float__": "Infinity"}; XLM's width is
+    emb_dim: both are model configs transformers knows, not refused."""
+    path = _defaults(tmp_path, "mamba2")
+    assert json.loads(path.read_text())["time_step_limit"][1] == {"__float__": "Infinity"}
+    assert {"Mamba-2 SSD", "selective state update (Mamba-2)"} <= set(families(path))
+    assert "dense GEMM" in families(_defaults(tmp_path, "xlm"))

@@ -19,15 +19,30 @@ import types
 import typing
 from typing import Any
 
-__all__ = ["config_object", "json_numbers"]
+__all__ = ["config_object", "json_numbers", "special_floats"]
+
+#: transformers' config files write the floats JSON lacks as {"__float__": "Infinity" | "-Infinity" | "NaN"}
+_SPECIAL_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+
+
+def special_floats(value: Any) -> Any:
+    """`value` (a config.json's contents or part of them) with transformers' written form of the
+    floats JSON cannot hold read back as those floats (Mamba-2's time_step_limit [0.0, inf])."""
+    if isinstance(value, dict):
+        if len(value) == 1 and value.get("__float__") in _SPECIAL_FLOATS:
+            return _SPECIAL_FLOATS[value["__float__"]]
+        return {k: special_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [special_floats(v) for v in value]
+    return value
 
 
 def config_object(model_type: str, fields: dict[str, Any]):
     """transformers' config object of `model_type` from `fields` (a config.json's keys other than
-    model_type), numbers read as the config class declares them."""
+    model_type), numbers read as the config class declares them and written special floats as floats."""
     from transformers import CONFIG_MAPPING
     cls = CONFIG_MAPPING[model_type]
-    return cls(**json_numbers(cls, fields))
+    return cls(**json_numbers(cls, special_floats(fields)))
 
 
 def json_numbers(cls: type, fields: dict[str, Any]) -> dict[str, Any]:

@@ -88,27 +88,13 @@ def _text_config(raw: dict):
         raise ConfigError(f"model_type '{mt}' is not known to the installed transformers; "
                           "the model tier builds models through transformers")
     try:
-        full = config_object(mt, {k: _special_floats(v) for k, v in raw.items() if k != "model_type"})
+        full = config_object(mt, {k: v for k, v in raw.items() if k != "model_type"})
         text = full.get_text_config(decoder=True)  # the decoder's, where there is also a text encoder
     except Exception as exc:  # transformers' own validation of the config's values
         why = " ".join(f"{type(exc).__name__}: {exc}".split())
         raise ConfigError(f"transformers rejects this {mt} config: {why[:400]}") from None
     cls, output = _check_decoder(mt, full, text)
     return text.model_type, text, cls, output
-
-
-#: transformers' config files write the floats JSON lacks as {"__float__": "Infinity" | "-Infinity" | "NaN"}
-_SPECIAL_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
-
-
-def _special_floats(value: Any) -> Any:
-    if isinstance(value, dict):
-        if len(value) == 1 and value.get("__float__") in _SPECIAL_FLOATS:
-            return _SPECIAL_FLOATS[value["__float__"]]
-        return {k: _special_floats(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_special_floats(v) for v in value]
-    return value
 
 
 def _check_decoder(mt: str, full, text) -> tuple[type, str]:

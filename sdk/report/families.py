@@ -169,10 +169,22 @@ def load_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], bool]:
     merged = {**data, **(text or {})}
     size_keys = ("hidden_size", "d_model", "n_embd", "dim")
     has_size = any(isinstance(merged.get(k), int) for k in size_keys) or "text_config" in data
-    if not has_size or ("model_type" not in merged and "architectures" not in merged):
+    if not (has_size and ("model_type" in merged or "architectures" in merged)) \
+            and not _known_model_type(data.get("model_type")):  # sizes under other names (XLM's emb_dim)
         raise ConfigError(f"{p}: not a HuggingFace model config (no model_type/architectures and "
                           f"hidden size field {'/'.join(size_keys)})")
     return data, isinstance(text, dict) or isinstance(data.get("vision_config"), dict)
+
+
+def _known_model_type(model_type: Any) -> bool:
+    """Whether transformers has a config class for `model_type` (its fields are then its own)."""
+    if not isinstance(model_type, str) or not model_type:
+        return False
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return False
+    return model_type in CONFIG_MAPPING
 
 
 def text_model(data: dict[str, Any], where: str = "config") -> tuple[Any | None, str]:
@@ -218,8 +230,8 @@ NEOX_AFTER_PERMUTE = {"llama4_text": "llama4_text rotates adjacent pairs; vLLM p
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 #: model types with LayerNorm (not RMSNorm), and with a non-gated MLP (up, act, down)
 LAYERNORM = frozenset({"gpt2", "opt", "gpt_bigcode", "bloom", "mpt", "falcon", "gpt_neox", "gptj", "phi",
-                       "starcoder2"})
-NON_GATED_MLP = LAYERNORM | {"nemotron", "nemotron_h"}
+                       "starcoder2", "persimmon", "jais2"})
+NON_GATED_MLP = LAYERNORM | {"nemotron", "nemotron_h", "arcee", "nanochat", "cosmos3_edge_text"}
 #: model types with LayerNorm and a gated MLP (DBRX's GLU experts)
 LAYERNORM_GATED = frozenset({"dbrx"})
 #: model types that scale the residual stream before adding to it, so the add is not fused into the norm
@@ -268,22 +280,47 @@ ROUTING = {
     "dbrx": (SOFTMAX, "softmax over the expert logits, top-k, the chosen weights divided by their "
                       "p-norm (moe_normalize_expert_weights)"),
     "llama4_text": (SIGMOID_TOPK, "top-k of the logits, then sigmoid of the chosen (Llama4Router)"),
-    **dict.fromkeys(("deepseek_v3", "glm4_moe", "nemotron_h"),
+    **dict.fromkeys(("flex_olmo", "qwen3_omni_moe_text"), (SOFTMAX, "softmax over the expert logits, top-k")),
+    **dict.fromkeys(("deepseek_v3", "deepseek_v32", "glm4_moe", "glm4_moe_lite", "glm4v_moe_text", "kimi_linear",
+                     "mimo_v2_flash", "exaone_moe", "solar_open", "nemotron_h"),
                     (GROUPED, "sigmoid scores + e_score_correction_bias, group-limited top-k")),
+    # sigmoid scores + correction bias, top-k over all experts, the chosen scores renormalised: the
+    # grouped router with one group
+    "minimax_m2": (GROUPED, "sigmoid scores + e_score_correction_bias, top-k over one group"),
 }
 
 
 def _get(c: Any, *names: str) -> Any:
-    """The first of `names` `c` sets, else the first one of its sub-configs sets (DBRX keeps its
-    experts in ffn_config, its key-value heads in attn_config)."""
     for n in names:
-        v = getattr(c, n, None)
+        v = _attr(c, n)
         if v is not None:
             return v
+    return None
+
+
+def _attr(c: Any, name: str) -> Any:
+    """`c.name` (None when unset); for an attribute a heterogeneous config keeps per layer (and
+    refuses to read globally: Dots3's kv_lora_rank of 512 or 1024), the first layer's that sets it."""
+    try:
+        return getattr(c, name, None)
+    except Exception:  # transformers' AmbiguousGlobalPerLayerAttributeError, a RuntimeError
+        layers = getattr(c, "per_layer_config", None)
+        if layers is None:
+            raise
+        return next((v for v in (getattr(layers[i], name, None) for i in range(len(layers))) if v is not None), None)
+
+
+def _get_block(c: Any, *names: str) -> Any:
+    """`_get`, else the first of `names` a sub-config sets: the MLP and expert facts of a model
+    whose blocks keep them in a sub-config of their own (DBRX's ffn_config). Only for those: a
+    sub-config may also be another part of the model (a vision tower, a depth decoder)."""
+    v = _get(c, *names)
+    if v is not None:
+        return v
     for key in getattr(type(c), "sub_configs", None) or {}:
         sub = getattr(c, key, None)
         if sub is not None and not isinstance(sub, (dict, list, str)):
-            v = next((getattr(sub, n) for n in names if getattr(sub, n, None) is not None), None)
+            v = _get(sub, *names)
             if v is not None:
                 return v
     return None
@@ -431,11 +468,11 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
     else:
         need("RMSNorm", f"model_type={mt}")
     need("dense GEMM", "every model (projections, lm_head)")
-    experts = _get(c, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+    experts = _get_block(c, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
     moe = isinstance(experts, int) and experts > 1 and (mt != "nemotron_h" or MOE_LAYER in mixers)
     act_key = next((k for k in ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function",
-                                "ffn_act_fn") if _get(c, k) is not None), "")
-    act = _get(c, act_key) if act_key else FIXED_ACT.get(mt, "")
+                                "ffn_act_fn") if _get_block(c, k) is not None), "")
+    act = _get_block(c, act_key) if act_key else FIXED_ACT.get(mt, "")
     act = str(act.get("name", "") if isinstance(act, dict) else act).lower()  # DBRX: {"name": "silu"}
     given = {**data, **(data.get("text_config") or {})}
     has_mlp = mt not in PURE_SSM and (mt != "nemotron_h" or MLP_LAYER in mixers or moe)
@@ -486,7 +523,7 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
                                                 ("attn_logit_softcapping", "final_logit_softcapping")
                                                 if _get(c, k)))
     if mla:
-        lora = f"kv_lora_rank={c.kv_lora_rank}, q_lora_rank={_get(c, 'q_lora_rank')}"
+        lora = f"kv_lora_rank={_get(c, 'kv_lora_rank')}, q_lora_rank={_get(c, 'q_lora_rank')}"
         need("MLA decode (latent cache)", lora)
         need("MLA prefill", f"{lora} (prefill attends with up-projected keys and values)")
         if _get(c, "qk_rope_head_dim"):
@@ -538,12 +575,12 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
 
     # ------------------------------------------------------------------ MoE
     if moe:
-        need("fused MoE", f"{experts} experts, top-{_get(c, 'num_experts_per_tok', 'moe_topk', 'top_k', 'moe_top_k')}")
+        need("fused MoE", f"{experts} experts, top-{_get_block(c, 'num_experts_per_tok', 'moe_topk', 'top_k', 'moe_top_k')}")
         routing = ROUTING.get(mt)
         if routing is None:
             need(f"{UNCLASSIFIED}: the MoE router of model_type {mt}", f"{experts} experts")
         else:
-            groups = _get(c, "n_group")
+            groups = _get(c, "n_group", "num_expert_group") or 1
             need(routing[0], f"{mt}: {routing[1]}" + (f", n_group={groups}" if routing[0] == GROUPED else ""))
         shared = _get(c, "shared_expert_intermediate_size")
         if isinstance(shared, int) and shared > 0:

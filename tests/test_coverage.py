@@ -497,6 +497,7 @@ def _defaults(tmp_path: Path, model_type: str) -> Path:
     ("glm4_moe_lite", "grouped top-k routing"),
     ("kimi_linear", "grouped top-k routing"),     # its groups under num_expert_group
     ("minimax_m2", "grouped top-k routing"),      # sigmoid + bias, top-k over all experts: one group
+    ("glm_moe_dsa", "grouped top-k routing"),
     ("flex_olmo", "top-k softmax routing"),
 ])
 def test_routers_as_transformers_computes_them(tmp_path, model_type, router):
@@ -527,3 +528,48 @@ def test_configs_as_transformers_writes_them_are_read(tmp_path):
     assert json.loads(path.read_text())["time_step_limit"][1] == {"__float__": "Infinity"}
     assert {"Mamba-2 SSD", "selective state update (Mamba-2)"} <= set(families(path))
     assert "dense GEMM" in families(_defaults(tmp_path, "xlm"))
+
+
+def test_indexed_attention_is_sparse_attention_beside_mla(tmp_path):
+    """DeepSeek-V3.2's layers are "indexed_attention": MLA whose queries attend the top-k keys a
+    lightning indexer picks, a family the suite does not cover yet (said, not guessed away)."""
+    needs = config_needs(_defaults(tmp_path, "deepseek_v32"))
+    fams = {f.name: f for f in needs.families}
+    sparse = fams["indexed sparse attention (lightning indexer, top-k keys)"]
+    assert sparse.kernels == [] and any("index_topk=" in w for w in sparse.why)
+    assert {"MLA prefill", "MLA decode (latent cache)", "grouped top-k routing"} <= set(fams)
+    assert not needs.unclassified
+
+
+@pytest.mark.parametrize("model_type, mixer, covered", [
+    ("olmo_hybrid", "Gated DeltaNet", True),      # OlmoHybridGatedDeltaNet: FLA's chunk_gated_delta_rule
+    ("kimi_linear", "Kimi Delta Attention", False),  # FLA's chunk_kda, not in the suite
+])
+def test_linear_attention_layers_by_model_type(tmp_path, model_type, mixer, covered):
+    fams = {f.name: f for f in config_needs(_defaults(tmp_path, model_type)).families}
+    assert bool(fams[mixer].kernels) == covered
+    assert "causal conv1d" in fams
+    assert not any(n.startswith("cannot classify: layer type") for n in fams)
+
+
+def test_an_mlp_without_an_activation_field_uses_the_models_own(tmp_path):
+    """LFM2's MLP is w2(silu(w1 x) * w3 x) and its config names no activation."""
+    fams = families(_defaults(tmp_path, "lfm2"))
+    assert fams["SiLU-and-mul"] == covered_by("silu_and_mul")
+    assert not [f for f in fams if f.startswith("cannot classify: MLP activation")]
+
+
+@pytest.mark.parametrize("method, router", [("greedy", "top-k softmax routing"), ("group_limited_greedy", None)])
+def test_deepseek_v2_router_follows_its_topk_method(tmp_path, method, router):
+    """DeepSeek-V2-Lite routes greedy (softmax, top-k); DeepSeek-V2 limits the top-k to groups, a
+    router the suite has no kernel for: said, not guessed."""
+    from transformers import CONFIG_MAPPING
+    cfg = json.loads(CONFIG_MAPPING["deepseek_v2"]().to_json_string(use_diff=False))
+    cfg.update(model_type="deepseek_v2", topk_method=method, n_group=8, topk_group=3)
+    needs = config_needs(_write(tmp_path, cfg))
+    fams = {f.name for f in needs.families}
+    if router:
+        assert ROUTERS & fams == {router}
+    else:
+        assert not ROUTERS & fams
+        assert "cannot classify: the MoE router of model_type deepseek_v2" in needs.unclassified

@@ -107,6 +107,9 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     "lightning attention (MiniMax linear attention)": ("lightning_attn_prefill", "lightning_attn_decode"),
     "soft-capped attention": ("unified_attention",),
     "sliding-window attention": ("unified_attention",),
+    # DeepSeek Sparse Attention: a lightning indexer scores the keys, each query attends its top-k
+    "indexed sparse attention (lightning indexer, top-k keys)": (),
+    "Kimi Delta Attention": (),
 }
 UNCLASSIFIED = "cannot classify"
 
@@ -239,7 +242,8 @@ SCALED_RESIDUAL = {**dict.fromkeys(("granite", "granitemoe", "granitemoeshared",
                                    "residual_multiplier scales each block's output"),
                    "falcon_h1": "the attention and Mamba branches are scaled by their multipliers and summed",
                    "minimax": "the residual and the block output are scaled by the layer's alpha / beta factors"}
-FIXED_ACT = {"bloom": "gelu", "mpt": "gelu", "falcon": "gelu"}
+FIXED_ACT = {"bloom": "gelu", "mpt": "gelu", "falcon": "gelu",
+             "lfm2": "silu"}  # Lfm2MLP: w2(silu(w1 x) * w3 x), no activation field
 
 #: dense quantized GEMM family -> the family of a MoE model's routed experts in the same format
 MOE_QUANT = {"fp8 block-scaled GEMM": "fp8 block-scaled MoE experts",
@@ -250,9 +254,12 @@ MOE_QUANT = {"fp8 block-scaled GEMM": "fp8 block-scaled MoE experts",
 QUANT_MOE = "fused MoE with quantized experts (align, combine)"
 
 GDN, MAMBA1, MAMBA2, LIGHTNING = "Gated DeltaNet", "Mamba-1", "Mamba-2", "lightning attention"
+INDEXED, KDA = "indexed sparse attention", "Kimi Delta Attention"
 ATTN, SLIDING, CHUNKED, MOE_LAYER, MLP_LAYER = "attention", "sliding", "chunked", "MoE layer", "MLP layer"
 #: layer types every model type may use
-COMMON_LAYERS = {"full_attention": (ATTN,), "sliding_attention": (ATTN, SLIDING), "chunked_attention": (ATTN, CHUNKED)}
+COMMON_LAYERS = {"full_attention": (ATTN,), "sliding_attention": (ATTN, SLIDING), "chunked_attention": (ATTN, CHUNKED),
+                 # transformers' name for attention with a lightning indexer (DeepSeek-V3.2, GLM-5 ...)
+                 "indexed_attention": (ATTN, INDEXED)}
 #: what each model type's other layer types are (as its transformers config class names them)
 LAYER_MIXERS: dict[str, dict[str, tuple[str, ...]]] = {
     "qwen3_next": {"linear_attention": (GDN,)},
@@ -268,6 +275,8 @@ LAYER_MIXERS: dict[str, dict[str, tuple[str, ...]]] = {
     "falcon_h1": {"hybrid": (ATTN, MAMBA2)},  # attention and Mamba-2 side by side in every layer
     "zamba2": {"linear_attention": (MAMBA2,), "hybrid": (MAMBA2, ATTN)},
     "minimax": {"linear_attention": (LIGHTNING,)},
+    "olmo_hybrid": {"linear_attention": (GDN,)},
+    "kimi_linear": {"linear_attention": (KDA,)},
 }
 PURE_SSM = frozenset({"mamba", "falcon_mamba", "mamba2"})  # no attention, no MLP
 SOFTMAX, SIGMOID_TOPK, GROUPED = "top-k softmax routing", "top-k sigmoid routing", "grouped top-k routing"
@@ -276,18 +285,33 @@ ROUTING = {
     **dict.fromkeys(("mixtral", "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe_text", "qwen3_vl_moe_text",
                      "olmoe", "jamba", "granitemoe", "granitemoeshared", "granitemoehybrid", "minimax",
                      "phimoe"), (SOFTMAX, "softmax over the expert logits, top-k")),
-    "gpt_oss": (SOFTMAX, "top-k of the logits, softmax over the chosen"),
+    **dict.fromkeys(("gpt_oss", "granitemoe_swa", "aria_text"), (SOFTMAX, "top-k of the logits, softmax over the chosen")),
     "dbrx": (SOFTMAX, "softmax over the expert logits, top-k, the chosen weights divided by their "
                       "p-norm (moe_normalize_expert_weights)"),
     "llama4_text": (SIGMOID_TOPK, "top-k of the logits, then sigmoid of the chosen (Llama4Router)"),
-    **dict.fromkeys(("flex_olmo", "qwen3_omni_moe_text"), (SOFTMAX, "softmax over the expert logits, top-k")),
+    **dict.fromkeys(("flex_olmo", "qwen3_omni_moe_text", "lara_mini", "mellum"),
+                    (SOFTMAX, "softmax over the expert logits, top-k")),
     **dict.fromkeys(("deepseek_v3", "deepseek_v32", "glm4_moe", "glm4_moe_lite", "glm4v_moe_text", "kimi_linear",
-                     "mimo_v2_flash", "exaone_moe", "solar_open", "nemotron_h"),
+                     "mimo_v2_flash", "exaone_moe", "solar_open", "glm_moe_dsa", "glm5_next_text", "hy_v4",
+                     "hy_v4_vl_text", "axk1", "beam", "nemotron_h"),
                     (GROUPED, "sigmoid scores + e_score_correction_bias, group-limited top-k")),
     # sigmoid scores + correction bias, top-k over all experts, the chosen scores renormalised: the
     # grouped router with one group
     "minimax_m2": (GROUPED, "sigmoid scores + e_score_correction_bias, top-k over one group"),
 }
+
+
+#: routers a config field chooses: model type -> (field, value, the router with that value)
+ROUTING_IF = {"deepseek_v2": ("topk_method", "greedy", (SOFTMAX, "softmax over the expert logits, top-k "
+                                                                  "(topk_method greedy; group_limited_greedy is not)"))}
+
+
+def _routing(c: Any, mt: str) -> tuple[str, str] | None:
+    """The router of model type `mt` as `c` configures it, or None where it is not known."""
+    if mt in ROUTING_IF:
+        field, value, routing = ROUTING_IF[mt]
+        return routing if _get(c, field) == value else None
+    return ROUTING.get(mt)
 
 
 def _get(c: Any, *names: str) -> Any:
@@ -516,6 +540,9 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
         need("sliding-window attention", why_mix[SLIDING])
     if CHUNKED in mixers:
         need("chunked local attention", why_mix[CHUNKED])
+    if INDEXED in mixers:
+        need("indexed sparse attention (lightning indexer, top-k keys)",
+             why_mix[INDEXED] + (f", index_topk={_get(c, 'index_topk')}" if _get(c, "index_topk") else ""))
     if ATTN in mixers and mt == "gpt_oss":
         need("attention with sinks", "model_type=gpt_oss (learned per-head sinks)")
     if ATTN in mixers and (_get(c, "attn_logit_softcapping") or _get(c, "final_logit_softcapping")):
@@ -572,11 +599,14 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
             need(f, why_mix[MAMBA1])
     if LIGHTNING in mixers:
         need("lightning attention (MiniMax linear attention)", why_mix[LIGHTNING])
+    if KDA in mixers:
+        need("Kimi Delta Attention", why_mix[KDA])
+        need("causal conv1d", why_mix[KDA] + " (short convolutions of q, k, v)")
 
     # ------------------------------------------------------------------ MoE
     if moe:
         need("fused MoE", f"{experts} experts, top-{_get_block(c, 'num_experts_per_tok', 'moe_topk', 'top_k', 'moe_top_k')}")
-        routing = ROUTING.get(mt)
+        routing = _routing(c, mt)
         if routing is None:
             need(f"{UNCLASSIFIED}: the MoE router of model_type {mt}", f"{experts} experts")
         else:

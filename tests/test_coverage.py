@@ -573,3 +573,36 @@ def test_deepseek_v2_router_follows_its_topk_method(tmp_path, method, router):
     else:
         assert not ROUTERS & fams
         assert "cannot classify: the MoE router of model_type deepseek_v2" in needs.unclassified
+
+
+@pytest.mark.parametrize("model_type, family", [
+    ("whisper", "GELU (non-gated MLP)"),               # fc1 -> gelu -> fc2 in the decoder layer itself
+    ("bert-generation", "GELU (non-gated MLP)"),       # intermediate.dense and output.dense, apart
+    ("xglm", "GELU (non-gated MLP)"),
+    ("modernbert-decoder", "GeGLU (exact GELU-and-mul)"),  # one projection of twice the width, chunked
+    ("gemma3", "GeGLU (tanh GELU-and-mul)"),
+    ("llama", "SiLU-and-mul"),
+])
+def test_a_gate_is_read_off_the_model_transformers_builds(tmp_path, model_type, family):
+    """Whether the MLP multiplies a gate into its up projection is the model's own structure (built
+    with one layer on the meta device), not a table of model types: BART-, BERT- and Whisper-style
+    MLPs have no gate; a model type no table names gets the same answer."""
+    from transformers import CONFIG_MAPPING
+    from sdk.report.families import mlp_gated
+    fams = families(_defaults(tmp_path, model_type))
+    mlps = {"GELU (non-gated MLP)", "GeGLU (exact GELU-and-mul)", "GeGLU (tanh GELU-and-mul)", "SiLU-and-mul"}
+    assert mlps & set(fams) == {family}
+    assert mlp_gated(CONFIG_MAPPING[model_type]().get_text_config()) is (family != "GELU (non-gated MLP)")
+
+
+@pytest.mark.parametrize("model_type, norm, rope", [
+    ("bart", "LayerNorm", False),      # learned positions (embed_positions), nn.LayerNorm
+    ("whisper", "LayerNorm", False),
+    ("phimoe", "LayerNorm", True),     # experts as 3-D weights: the norm of the layer its attention reads
+    ("roformer", "LayerNorm", True),   # a sinusoidal table (an nn.Embedding) that feeds a rotary
+    ("llama", "RMSNorm", True),
+])
+def test_norm_and_positions_are_read_off_the_model_transformers_builds(tmp_path, model_type, norm, rope):
+    fams = set(families(_defaults(tmp_path, model_type)))
+    assert norm in fams and ({"LayerNorm", "RMSNorm"} - {norm}).isdisjoint(fams)
+    assert bool(ROPES & fams) == rope

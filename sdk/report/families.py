@@ -9,10 +9,15 @@ part. models.md's table lists the signals; beyond it:
   layer_types          the mixer of every layer. transformers names every non-attention mixer
                        "linear_attention", and what that is depends on the model type (LAYER_MIXERS):
                        Gated DeltaNet in Qwen3-Next / Qwen3.5, a Mamba-2 mixer in Nemotron-H and
-                       Granite-4.0-H, Mamba-1 in Jamba, lightning attention in MiniMax
-  MoE routing          by model type (ROUTING), as its transformers router computes it: softmax top-k,
-                       top-k then sigmoid (Llama 4), or sigmoid scores with a correction bias and
-                       group-limited top-k (DeepSeek-V3, GLM-4.5, Nemotron-H)
+                       Granite-4.0-H, Mamba-1 in Jamba, lightning attention in MiniMax, Kimi Delta
+                       Attention in Kimi-Linear; "indexed_attention" is attention whose queries see
+                       the top-k keys of a lightning indexer (DeepSeek-V3.2, GLM-5)
+  MLP                  the activation field (or the model type's own, FIXED_ACT), and whether a gate
+                       multiplies the up projection: read off the model transformers builds from the
+                       config with one layer on the meta device (mlp_gated), else NON_GATED_MLP
+  MoE routing          by model type (ROUTING, ROUTING_IF), as its transformers router computes it:
+                       softmax top-k, top-k then sigmoid (Llama 4), or sigmoid scores with a
+                       correction bias and group-limited top-k (DeepSeek-V3, GLM-4.5, Nemotron-H)
   positions            RoPE (NeoX; partial; interleaved for MLA; mRoPE) unless the model type has none
                        (NO_ROPE) or turns it off (Granite-4.0-H without position_embedding_type
                        "rope"); Llama 4 rotates adjacent pairs, but serving stacks permute its q/k
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -207,7 +213,7 @@ def text_model(data: dict[str, Any], where: str = "config") -> tuple[Any | None,
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             obj = config_object(mt, {k: v for k, v in data.items() if k != "model_type"})
-            return obj.get_text_config(), ""
+            return obj.get_text_config(decoder=True), ""  # the decoder's, where there is also a text encoder
     except Exception as exc:  # transformers' own validation of the values
         msg = " ".join(str(exc).split())[:200]
         raise ConfigError(f"{where}: transformers rejects this {mt} config: {type(exc).__name__}: {msg}") from None
@@ -332,6 +338,112 @@ def _attr(c: Any, name: str) -> Any:
         if layers is None:
             raise
         return next((v for v in (getattr(layers[i], name, None) for i in range(len(layers))) if v is not None), None)
+
+
+#: a field that holds an MLP's width, and one that holds the depth
+_MLP_WIDTH = re.compile(r"(intermediate_size|ffn_dim|ffn_hidden_size|d_ff|n_inner|dim_ff|feed_forward_size)$")
+_DEPTH = re.compile(r"^(num_hidden_layers|n_layers?|num_layers|decoder_layers|encoder_layers)$")
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What the model transformers builds from a config shows (see `structure`); None: cannot tell."""
+    gated: bool | None = None       # the MLP multiplies a gate into its up projection
+    norm: str | None = None         # "LayerNorm" or "RMSNorm": the first norm of a layer
+    positions: str | None = None    # "rotary" or "learned absolute positions"
+
+
+_STRUCTURES: dict[str | None, Structure] = {}  # config JSON -> its structure (reports ask again)
+
+
+def structure(c: Any) -> Structure:
+    """The model transformers builds from `c` with one layer, on the meta device (no memory, no
+    weights), read where the config alone cannot say it:
+    - gated: in the first layer that projects the hidden size to an MLP width and back, one
+      projection to that width is an ungated MLP; two, or one of twice the width (gate and up
+      fused), a gated one (BART's fc1 and fc2, BERT's intermediate and output, are ungated);
+    - norm: the class of the first norm module of that same layer (or, with no such layer, of the
+      first layer that projects the hidden size): nn.LayerNorm or a *LayerNorm class, a *RMSNorm
+      class or nn.RMSNorm; the text layer's, not a vision or protein tower's;
+    - positions: a *Rotary* module anywhere is rotary; else an nn.Embedding named for positions is
+      learned absolute positions (BART, Whisper, BERT).
+    A field is None when the model cannot tell (no causal or text model class, a build that fails,
+    projections that are not nn.Linear, experts kept as 3-D weights): the tables decide then."""
+    try:
+        key = c.to_json_string(use_diff=False)
+    except Exception:
+        key = None
+    if key not in _STRUCTURES:
+        _STRUCTURES[key] = _structure(c)
+    return _STRUCTURES[key]
+
+
+def mlp_gated(c: Any) -> bool | None:
+    """`structure(c).gated`: whether the model's MLP multiplies a gate into its up projection."""
+    return structure(c).gated
+
+
+def _structure(c: Any) -> Structure:
+    import torch
+    from ..modeltier.classes import model_class
+    from ..models.hfconfig import config_object
+    try:
+        d = c.to_dict()
+        hidden = next((d[k] for k in ("hidden_size", "d_model", "n_embd") if type(d.get(k)) is int), None)
+        widths = {v for k, v in d.items() if type(v) is int and v > 0 and _MLP_WIDTH.search(k)}
+        cls, _ = model_class(c, multimodal_part=False)
+        if cls is None:
+            return Structure()
+        depth = d.get("num_hidden_layers")
+        one = {k: 1 if _DEPTH.match(k) and type(v) is int and v > 1 else v
+               for k, v in d.items() if k != "model_type"}
+        for k, v in d.items():  # per-layer lists follow the depth
+            if isinstance(v, list) and type(depth) is int and depth > 1 and len(v) == depth:
+                one[k] = v[:1]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.device("meta"):
+                model = cls._from_config(config_object(c.model_type, one))
+    except Exception:  # whatever transformers refuses: the tables decide
+        return Structure()
+    blocks: dict[str, tuple[list[int], set[int]]] = {}  # layer -> (up widths, down widths)
+    norms: dict[str, str] = {}  # layer -> the class of its first norm module
+    rotary = positions = None
+    for name, mod in model.named_modules():
+        parts = name.split(".")
+        layer = next((".".join(parts[:i + 1]) for i, p in enumerate(parts) if p.isdigit()), None)
+        kind = type(mod).__name__
+        if "Rotary" in kind:
+            rotary = "rotary"
+        elif positions is None and "pos" in parts[-1].lower() and isinstance(mod, torch.nn.Embedding) \
+                and "Sinusoidal" not in kind:  # RoFormer's sinusoidal table feeds its rotary
+            positions = "learned absolute positions"
+        if layer is not None and layer not in norms:
+            if isinstance(mod, torch.nn.LayerNorm) or kind.endswith("LayerNorm"):
+                norms[layer] = "LayerNorm"
+            elif kind.endswith("RMSNorm") or isinstance(mod, getattr(torch.nn, "RMSNorm", ())):
+                norms[layer] = "RMSNorm"
+        if isinstance(mod, torch.nn.Linear) and hidden:
+            ups, downs = blocks.setdefault(layer or name.rpartition(".")[0], ([], set()))
+            if mod.in_features == hidden:
+                ups.append(mod.out_features)
+            if mod.out_features == hidden and mod.in_features in widths:
+                downs.add(mod.in_features)
+    layer, gated = _mlp_layer(blocks)
+    if layer is None:  # experts as 3-D weights: the first layer that reads the hidden state
+        layer = next((name for name, (ups, _) in blocks.items() if ups and name in norms), None)
+    return Structure(gated, norms.get(layer) if layer is not None else None, rotary or positions)
+
+
+def _mlp_layer(blocks: dict[str, tuple[list[int], set[int]]]) -> tuple[str | None, bool | None]:
+    """(the first layer with an up projection and its down projection, whether it is gated)."""
+    for layer, (ups, downs) in blocks.items():
+        for w in sorted(downs):
+            if ups.count(w) >= 2 or 2 * w in ups:
+                return layer, True
+            if ups.count(w) == 1:
+                return layer, False
+    return None, None
 
 
 def _get_block(c: Any, *names: str) -> Any:
@@ -484,9 +596,11 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
 
     # ------------------------------------------------------------------ norm, projections, MLP
     ssm = MAMBA1 in mixers or MAMBA2 in mixers
-    if mt in LAYERNORM or mt in LAYERNORM_GATED or encoder or (not ssm and _get(c, "rms_norm_eps") is None and
-                                      _get(c, "layer_norm_eps", "layer_norm_epsilon") is not None):
-        need("LayerNorm", f"model_type={mt}")
+    built = structure(c)
+    if built.norm == "LayerNorm" or (built.norm is None and (
+            mt in LAYERNORM or mt in LAYERNORM_GATED or encoder or (not ssm and _get(c, "rms_norm_eps") is None and
+                                                                      _get(c, "layer_norm_eps", "layer_norm_epsilon") is not None))):
+        need("LayerNorm", f"model_type={mt}" + (" (its layers' norm modules)" if built.norm else ""))
     elif mt in SCALED_RESIDUAL:
         need("RMSNorm (residual added outside the norm)", f"model_type={mt}: {SCALED_RESIDUAL[mt]}")
     else:
@@ -499,6 +613,8 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
     act = _get_block(c, act_key) if act_key else FIXED_ACT.get(mt, "")
     act = str(act.get("name", "") if isinstance(act, dict) else act).lower()  # DBRX: {"name": "silu"}
     given = {**data, **(data.get("text_config") or {})}
+    gated = built.gated if act and act != "none" else None  # from the model itself, where it can tell
+    non_gated = mt in NON_GATED_MLP if gated is None else not gated
     has_mlp = mt not in PURE_SSM and (mt != "nemotron_h" or MLP_LAYER in mixers or moe)
     if has_mlp:
         why = f"{act_key or 'activation'}={act}" + ("" if not act_key or act_key in given else
@@ -510,11 +626,11 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
             mxfp4_experts = moe and any(f == "MXFP4 GEMM" for f, _ in _quantization(data.get("quantization_config")))
             need("clamped SwiGLU fused in the MXFP4 experts" if mxfp4_experts else "clamped SwiGLU (swiglu_limit)",
                  f"swiglu_limit={c.swiglu_limit}")
-        elif mt in NON_GATED_MLP and (gelu or act == "relu2"):
+        elif non_gated and (gelu or act == "relu2"):
             need("GELU (non-gated MLP)" if gelu else "ReLU² (non-gated MLP)", f"{why} (no gate projection)")
-        elif mt not in NON_GATED_MLP and act in ("silu", "swish"):
+        elif not non_gated and act in ("silu", "swish"):
             need("SiLU-and-mul", why)
-        elif mt not in NON_GATED_MLP and gelu:
+        elif not non_gated and gelu:
             tanh = act in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu_tanh")
             need("GeGLU (tanh GELU-and-mul)" if tanh else "GeGLU (exact GELU-and-mul)", why)
         else:
@@ -559,6 +675,8 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
 
     # ------------------------------------------------------------------ positions
     positions = NO_ROPE.get(mt)
+    if positions is None and built.positions not in (None, "rotary"):  # the model embeds positions, no rotary
+        positions = built.positions
     if mt == "granitemoehybrid" and _get(c, "position_embedding_type") != "rope":
         positions = f"none (position_embedding_type={_get(c, 'position_embedding_type')})"
     if _get(c, "alibi") is True:

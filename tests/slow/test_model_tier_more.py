@@ -224,3 +224,22 @@ def test_refused_configs_are_their_own_class_with_the_commands_line(tmp_path):
     assert "no_such_arch" in by["mystery"]["reason"]
     table = (tmp_path / "s.md").read_text()
     assert "| bert-base | bert | refused | 2 |" in table
+
+
+def test_a_config_no_manifest_knows_runs_end_to_end(tmp_path):
+    cfg = _config("qwen3", hidden_size=1024, num_attention_heads=16, num_key_value_heads=4, head_dim=64,
+                  intermediate_size=3072, vocab_size=50000, num_hidden_layers=12)
+    path = _write(tmp_path, "mystery-qwen3", cfg)
+    out = tmp_path / "m.jsonl"
+    proc = _day0("model", str(path), "--out", str(out), "-v")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "scale-down rule" in proc.stderr and "num_attention_heads: 16 -> 4" in proc.stderr
+    recs = load_results(out).records
+    assert {(r.kernel, r.case) for r in recs} == {("mystery-qwen3", "prefill"), ("mystery-qwen3", "decode")}
+    for r in recs:
+        assert r.tier == "model" and r.status == "pass" and r.rmse is not None and r.rmse < 1e-3, r
+        assert len(r.kernels) >= 5 and all(k["origin"] == "inductor" and k["status"] == "ran" for k in r.kernels)
+        # every kernel writes; some Inductor versions also emit kernels that only generate (an iota)
+        assert all(k["ops"] and "tt.store" in k["ops"] for k in r.kernels)
+        assert sum("tt.load" in k["ops"] for k in r.kernels) >= 5
+    assert "triton_" in proc.stdout  # -v lists the kernels

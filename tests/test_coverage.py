@@ -606,3 +606,13 @@ def test_norm_and_positions_are_read_off_the_model_transformers_builds(tmp_path,
     fams = set(families(_defaults(tmp_path, model_type)))
     assert norm in fams and ({"LayerNorm", "RMSNorm"} - {norm}).isdisjoint(fams)
     assert bool(ROPES & fams) == rope
+
+
+def test_a_window_that_spans_the_whole_context_is_not_sliding_attention(tmp_path):
+    """Phi-3-mini-128k publishes sliding_window 262144 over 131072 positions: it never binds."""
+    from transformers import CONFIG_MAPPING
+    cfg = json.loads(CONFIG_MAPPING["phi3"]().to_json_string(use_diff=False))
+    cfg.update(model_type="phi3", max_position_embeddings=131072, sliding_window=262144)
+    assert "sliding-window attention" not in families(_write(tmp_path, cfg))
+    cfg.update(sliding_window=2047)
+    assert families(_write(tmp_path, cfg))["sliding-window attention"] == covered_by("unified_attention")

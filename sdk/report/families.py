@@ -587,8 +587,10 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
     else:
         mixers[ATTN] = ["num_attention_heads"]
     if ATTN in mixers and not isinstance(layer_types, list):
-        if _get(c, "sliding_window") and getattr(c, "use_sliding_window", True) is not False:
-            mixers.setdefault(SLIDING, []).append(f"sliding_window={c.sliding_window}")
+        window, context = _get(c, "sliding_window"), _get(c, "max_position_embeddings")
+        spans = isinstance(window, int) and isinstance(context, int) and window >= context  # never binds
+        if window and not spans and getattr(c, "use_sliding_window", True) is not False:
+            mixers.setdefault(SLIDING, []).append(f"sliding_window={window}")
         if _get(c, "attention_chunk_size"):
             mixers.setdefault(CHUNKED, []).append(f"attention_chunk_size={c.attention_chunk_size}")
     why_mix = {m: "layer_types: " + ", ".join(ts) if isinstance(layer_types, list) else ts[0]

@@ -499,6 +499,8 @@ def _defaults(tmp_path: Path, model_type: str) -> Path:
     ("minimax_m2", "grouped top-k routing"),      # sigmoid + bias, top-k over all experts: one group
     ("glm_moe_dsa", "grouped top-k routing"),
     ("flex_olmo", "top-k softmax routing"),
+    ("jetmoe", "top-k softmax routing"),          # top-k of the logits, softmax over the chosen
+    ("cohere2_moe", "top-k softmax routing"),     # its default expert_selection_fn, softmax
 ])
 def test_routers_as_transformers_computes_them(tmp_path, model_type, router):
     fams = {f.name: f for f in config_needs(_defaults(tmp_path, model_type)).families}

@@ -291,7 +291,8 @@ ROUTING = {
     **dict.fromkeys(("mixtral", "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe_text", "qwen3_vl_moe_text",
                      "olmoe", "jamba", "granitemoe", "granitemoeshared", "granitemoehybrid", "minimax",
                      "phimoe"), (SOFTMAX, "softmax over the expert logits, top-k")),
-    **dict.fromkeys(("gpt_oss", "granitemoe_swa", "aria_text"), (SOFTMAX, "top-k of the logits, softmax over the chosen")),
+    **dict.fromkeys(("gpt_oss", "granitemoe_swa", "aria_text", "jetmoe"),
+                    (SOFTMAX, "top-k of the logits, softmax over the chosen")),
     "dbrx": (SOFTMAX, "softmax over the expert logits, top-k, the chosen weights divided by their "
                       "p-norm (moe_normalize_expert_weights)"),
     "llama4_text": (SIGMOID_TOPK, "top-k of the logits, then sigmoid of the chosen (Llama4Router)"),
@@ -309,7 +310,9 @@ ROUTING = {
 
 #: routers a config field chooses: model type -> (field, value, the router with that value)
 ROUTING_IF = {"deepseek_v2": ("topk_method", "greedy", (SOFTMAX, "softmax over the expert logits, top-k "
-                                                                  "(topk_method greedy; group_limited_greedy is not)"))}
+                                                                  "(topk_method greedy; group_limited_greedy is not)")),
+              "cohere2_moe": ("expert_selection_fn", "softmax", (SOFTMAX, "top-k of the logits, softmax over the "
+                                                                          "chosen (expert_selection_fn softmax)"))}
 
 
 def _routing(c: Any, mt: str) -> tuple[str, str] | None:

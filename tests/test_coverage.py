@@ -581,6 +581,8 @@ def test_deepseek_v2_router_follows_its_topk_method(tmp_path, method, router):
     ("whisper", "GELU (non-gated MLP)"),               # fc1 -> gelu -> fc2 in the decoder layer itself
     ("bert-generation", "GELU (non-gated MLP)"),       # intermediate.dense and output.dense, apart
     ("xglm", "GELU (non-gated MLP)"),
+    ("openai-gpt", "GELU (non-gated MLP)"),            # Conv1D projections, no width field: afn
+    ("xlnet", "GELU (non-gated MLP)"),                 # its width is d_inner: read off the layer
     ("modernbert-decoder", "GeGLU (exact GELU-and-mul)"),  # one projection of twice the width, chunked
     ("gemma3", "GeGLU (tanh GELU-and-mul)"),
     ("llama", "SiLU-and-mul"),

@@ -249,7 +249,7 @@ SCALED_RESIDUAL = {**dict.fromkeys(("granite", "granitemoe", "granitemoeshared",
                    "falcon_h1": "the attention and Mamba branches are scaled by their multipliers and summed",
                    "minimax": "the residual and the block output are scaled by the layer's alpha / beta factors"}
 FIXED_ACT = {"bloom": "gelu", "mpt": "gelu", "falcon": "gelu",
-             "lfm2": "silu"}  # Lfm2MLP: w2(silu(w1 x) * w3 x), no activation field
+             "lfm2": "silu", "lfm2_moe": "silu"}  # Lfm2MLP: w2(silu(w1 x) * w3 x), no activation field
 
 #: dense quantized GEMM family -> the family of a MoE model's routed experts in the same format
 MOE_QUANT = {"fp8 block-scaled GEMM": "fp8 block-scaled MoE experts",
@@ -364,7 +364,9 @@ def structure(c: Any) -> Structure:
     weights), read where the config alone cannot say it:
     - gated: in the first layer that projects the hidden size to an MLP width and back, one
       projection to that width is an ungated MLP; two, or one of twice the width (gate and up
-      fused), a gated one (BART's fc1 and fc2, BERT's intermediate and output, are ungated);
+      fused), a gated one (BART's fc1 and fc2, BERT's intermediate and output, are ungated); the
+      widths are the config's MLP width fields, or with none, any width a layer projects to and
+      back from;
     - norm: the class of the first norm module of that same layer (or, with no such layer, of the
       first layer that projects the hidden size): nn.LayerNorm or a *LayerNorm class, a *RMSNorm
       class or nn.RMSNorm; the text layer's, not a vision or protein tower's;
@@ -426,16 +428,28 @@ def _structure(c: Any) -> Structure:
                 norms[layer] = "LayerNorm"
             elif kind.endswith("RMSNorm") or isinstance(mod, getattr(torch.nn, "RMSNorm", ())):
                 norms[layer] = "RMSNorm"
-        if isinstance(mod, torch.nn.Linear) and hidden:
+        shape = _projection(mod)
+        if shape is not None and hidden:
             ups, downs = blocks.setdefault(layer or name.rpartition(".")[0], ([], set()))
-            if mod.in_features == hidden:
-                ups.append(mod.out_features)
-            if mod.out_features == hidden and mod.in_features in widths:
-                downs.add(mod.in_features)
+            if shape[0] == hidden:
+                ups.append(shape[1])
+            if shape[1] == hidden and (shape[0] in widths or (not widths and shape[0] != hidden)):
+                downs.add(shape[0])  # with no width field (OpenAI-GPT, XLNet) any width that comes back
     layer, gated = _mlp_layer(blocks)
     if layer is None:  # experts as 3-D weights: the first layer that reads the hidden state
         layer = next((name for name, (ups, _) in blocks.items() if ups and name in norms), None)
     return Structure(gated, norms.get(layer) if layer is not None else None, rotary or positions)
+
+
+def _projection(mod: Any) -> tuple[int, int] | None:
+    """(in, out) features of a linear projection: nn.Linear, or transformers' Conv1D (GPT-2 and
+    OpenAI-GPT keep their weight as [in, out])."""
+    import torch
+    if isinstance(mod, torch.nn.Linear):
+        return mod.in_features, mod.out_features
+    if type(mod).__name__ == "Conv1D" and getattr(getattr(mod, "weight", None), "dim", lambda: 0)() == 2:
+        return int(mod.weight.shape[0]), int(mod.weight.shape[1])
+    return None
 
 
 def _mlp_layer(blocks: dict[str, tuple[list[int], set[int]]]) -> tuple[str | None, bool | None]:
@@ -614,7 +628,8 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
     experts = _get_block(c, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
     moe = isinstance(experts, int) and experts > 1 and (mt != "nemotron_h" or MOE_LAYER in mixers)
     act_key = next((k for k in ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function",
-                                "ffn_act_fn") if _get_block(c, k) is not None), "")
+                                "ffn_act_fn", "afn", "ff_activation", "dense_act_fn")
+                    if _get_block(c, k) is not None), "")
     act = _get_block(c, act_key) if act_key else FIXED_ACT.get(mt, "")
     act = str(act.get("name", "") if isinstance(act, dict) else act).lower()  # DBRX: {"name": "silu"}
     given = {**data, **(data.get("text_config") or {})}

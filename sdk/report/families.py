@@ -405,10 +405,16 @@ def _structure(c: Any) -> Structure:
         for k, v in d.items():  # per-layer lists follow the depth
             if isinstance(v, list) and type(depth) is int and depth > 1 and len(v) == depth:
                 one[k] = v[:1]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with torch.device("meta"):
-                model = cls._from_config(config_object(c.model_type, one))
+        import transformers
+        verbosity = transformers.logging.get_verbosity()
+        transformers.logging.set_verbosity_error()  # its notes on the values were said when the config was read
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with torch.device("meta"):
+                    model = cls._from_config(config_object(c.model_type, one))
+        finally:
+            transformers.logging.set_verbosity(verbosity)
     except Exception:  # whatever transformers refuses: the tables decide
         return Structure()
     blocks: dict[str, tuple[list[int], set[int]]] = {}  # layer -> (up widths, down widths)

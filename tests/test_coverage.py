@@ -546,11 +546,14 @@ def test_indexed_attention_is_sparse_attention_beside_mla(tmp_path):
 @pytest.mark.parametrize("model_type, mixer, covered", [
     ("olmo_hybrid", "Gated DeltaNet", True),      # OlmoHybridGatedDeltaNet: FLA's chunk_gated_delta_rule
     ("kimi_linear", "Kimi Delta Attention", False),  # FLA's chunk_kda, not in the suite
+    ("zamba", "Mamba-1 selective scan", False),   # ZambaMambaMixer: selective scan, state update, conv1d
 ])
 def test_linear_attention_layers_by_model_type(tmp_path, model_type, mixer, covered):
     fams = {f.name: f for f in config_needs(_defaults(tmp_path, model_type)).families}
     assert bool(fams[mixer].kernels) == covered
     assert "causal conv1d" in fams
+    if model_type == "zamba":  # its attention has no positions: the Mamba layers carry them
+        assert not ROPES & set(fams)
     assert not any(n.startswith("cannot classify: layer type") for n in fams)
 
 

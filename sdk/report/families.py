@@ -230,6 +230,7 @@ _ENCODER_HEADS = ("ForMaskedLM", "ForSequenceClassification", "ForTokenClassific
 NO_ROPE = {"gpt2": "learned absolute positions", "opt": "learned absolute positions",
            "gpt_bigcode": "learned absolute positions", "bloom": "ALiBi", "mpt": "ALiBi",
            "jamba": "none (the Mamba layers carry position)",
+           "zamba": "none (the Mamba layers carry position)",
            "nemotron_h": "none (no rotary embedding; the Mamba layers carry position)"}
 #: model types that rotate adjacent pairs (GPT-J style) rather than halves (NeoX style), but whose q/k
 #: weights serving stacks permute at load time so that rotating halves gives the same result
@@ -282,6 +283,8 @@ LAYER_MIXERS: dict[str, dict[str, tuple[str, ...]]] = {
     "zamba2": {"linear_attention": (MAMBA2,), "hybrid": (MAMBA2, ATTN)},
     "minimax": {"linear_attention": (LIGHTNING,)},
     "olmo_hybrid": {"linear_attention": (GDN,)},
+    # Zamba: Mamba-1 mixers (a selective scan per head), and hybrid layers of one beside shared attention
+    "zamba": {"linear_attention": (MAMBA1,), "hybrid": (MAMBA1, ATTN)},
     "kimi_linear": {"linear_attention": (KDA,)},
 }
 PURE_SSM = frozenset({"mamba", "falcon_mamba", "mamba2"})  # no attention, no MLP

@@ -595,11 +595,11 @@ def test_a_gate_is_read_off_the_model_transformers_builds(tmp_path, model_type, 
     with one layer on the meta device), not a table of model types: BART-, BERT- and Whisper-style
     MLPs have no gate; a model type no table names gets the same answer."""
     from transformers import CONFIG_MAPPING
-    from sdk.report.families import mlp_gated
+    from sdk.report.families import structure
     fams = families(_defaults(tmp_path, model_type))
     mlps = {"GELU (non-gated MLP)", "GeGLU (exact GELU-and-mul)", "GeGLU (tanh GELU-and-mul)", "SiLU-and-mul"}
     assert mlps & set(fams) == {family}
-    assert mlp_gated(CONFIG_MAPPING[model_type]().get_text_config()) is (family != "GELU (non-gated MLP)")
+    assert structure(CONFIG_MAPPING[model_type]().get_text_config()).gated is (family != "GELU (non-gated MLP)")
 
 
 @pytest.mark.parametrize("model_type, norm, rope", [

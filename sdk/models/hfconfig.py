@@ -14,12 +14,14 @@ given, and transformers' own validation still judges it.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import types
 import typing
-from typing import Any
+import warnings
+from typing import Any, Iterator
 
-__all__ = ["config_object", "json_numbers", "special_floats"]
+__all__ = ["config_object", "json_numbers", "quiet_transformers", "special_floats"]
 
 #: transformers' config files write the floats JSON lacks as {"__float__": "Infinity" | "-Infinity" | "NaN"}
 _SPECIAL_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
@@ -35,6 +37,21 @@ def special_floats(value: Any) -> Any:
     if isinstance(value, list):
         return [special_floats(v) for v in value]
     return value
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' notes on a config's values and Python warnings held back: for a config built
+    again and again (a probe, a rebuild), or one whose problems reach the user as one line."""
+    import transformers
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
 
 
 def config_object(model_type: str, fields: dict[str, Any]):

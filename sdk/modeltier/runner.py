@@ -135,42 +135,50 @@ def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -
         nested = {key: getattr(sub, "attribute_map", None) or {}
                   for key, sub in (getattr(type(text), "sub_configs", None) or {}).items()}
         aliases = getattr(type(text), "attribute_map", None)
+        published = {**text.to_dict(), "model_type": mt}
         scaled, notes = scale(text.to_dict(), aliases, nested)
         scaled["model_type"] = mt
-        _follow_derived(scaled, notes)
+        _follow_derived(scaled, notes, published)
         why = _cannot_build(cls, scaled)
         if why:  # e.g. a block shared by all layers of a type, tied from the first to the others
             twice, more = scale(text.to_dict(), aliases, nested, times=2)
             twice["model_type"] = mt
-            _follow_derived(twice, more)
+            _follow_derived(twice, more, published)
             if twice != scaled and not _cannot_build(cls, twice):
                 scaled, notes = twice, more + [f"every layer type twice: transformers cannot build the model with "
                                                 f"one layer of each ({why})"]
-        published = {**text.to_dict(), "model_type": mt}
         for dtype in dtypes:
             jobs.append(Job(name, source, mt, scaled, notes, dtype, tuple(m for m in MODES if m in modes),
                             backend, model_class=class_path(cls), output=output, published=published))
     return jobs
 
 
-def _rebuilt(cfg: dict) -> dict | None:
-    """`cfg` as its config class rebuilds it (None if it refuses)."""
+def _config(cfg: dict):
+    """The config object of a config dict (`model_type` among its keys); the dict is left as it is
+    (config classes edit the sub-dicts they are given)."""
     from ..models.hfconfig import config_object
-    fields = copy.deepcopy({k: v for k, v in cfg.items() if k != "model_type"})
+    return config_object(cfg["model_type"], copy.deepcopy({k: v for k, v in cfg.items() if k != "model_type"}))
+
+
+def _rebuilt(cfg: dict) -> dict | None:
+    """`cfg` as its config class rebuilds it (None if it refuses), quietly: a probe, built again
+    and again, whose notes on the values the user has had once."""
+    from ..models.hfconfig import quiet_transformers
     try:
-        return config_object(cfg["model_type"], fields).to_dict()
+        with quiet_transformers():
+            return _config(cfg).to_dict()
     except Exception:  # said by _cannot_build, which builds the model from it
         return None
 
 
-def _follow_derived(cfg: dict, notes: list[str]) -> None:
-    """A field the config class derives from a sub-config's field (DBRX copies attn_config.kv_n_heads
-    to num_key_value_heads, and its attention reads the former) takes its scaled value in the
-    sub-config too. The source is found by rebuilding the config without the field, with each
-    sub-config field of the same published value changed in turn: the one the rebuilt field
-    follows. Edits `cfg` and `notes` in place."""
+def _follow_derived(cfg: dict, notes: list[str], published: dict) -> None:
+    """A field the scale rule changed that the config class derives from a sub-config's field (DBRX
+    copies attn_config.kv_n_heads to num_key_value_heads, and its attention reads the former) takes
+    its scaled value in the sub-config too. The source is found by rebuilding the config without
+    the field, with each sub-config field of the same published value changed in turn: the one the
+    rebuilt field follows. Edits `cfg` and `notes` in place."""
     for key, value in list(cfg.items()):
-        if type(value) is not int:
+        if type(value) is not int or published.get(key) == value:  # unchanged: its source is too
             continue
         without = {k: v for k, v in cfg.items() if k != key}
         back = (_rebuilt(without) or {}).get(key)
@@ -191,11 +199,9 @@ def _cannot_build(cls: type, cfg: dict) -> str:
     """"" when transformers builds `cls` from the scaled config (on the meta device: no memory, no
     weights), else why not, in one line."""
     import torch
-    from ..models.hfconfig import config_object
-    fields = copy.deepcopy({k: v for k, v in cfg.items() if k != "model_type"})  # config classes edit sub-dicts
     try:
         with torch.device("meta"):
-            cls._from_config(config_object(cfg["model_type"], fields))
+            cls._from_config(_config(cfg))
     except Exception as exc:  # whatever transformers raises: said, and the plan keeps the config
         return " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
     return ""

@@ -145,13 +145,13 @@ def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None, times: int = 1) 
         put("hidden_size", new_hidden)
         for key, value in list(d.items()):  # e.g. a projection width, or Zamba2's attention width 2 x hidden
             if key != "hidden_size" and "head" not in key and _WIDTH_NAME.search(key) and type(value) is int \
-                    and not _mlp_width(key) \
+                    and not mlp_width(key) \
                     and value % hidden == 0 and 1 <= value // hidden <= 4:
                 put(key, value // hidden * new_hidden)
             elif key.endswith("_groups") and type(value) is int and value == hidden:  # a depthwise conv
                 put(key, new_hidden)
     for key in list(d):
-        kind = _mlp_width(key)
+        kind = mlp_width(key)
         if not kind:
             continue
         width = new_hidden // 2 if kind == "expert" else 2 * new_hidden
@@ -351,7 +351,7 @@ def _covering(seq: Any, times: int) -> int:
     return len(values)
 
 
-def _mlp_width(key: str) -> str:
+def mlp_width(key: str) -> str:
     """"expert" for an expert's MLP width, "mlp" for a dense MLP's, "" for any other field."""
     if _EXPERT_WIDTH_NAME.search(key):
         return "expert"

@@ -14,7 +14,7 @@ part. models.md's table lists the signals; beyond it:
                        the top-k keys of a lightning indexer (DeepSeek-V3.2, GLM-5)
   MLP                  the activation field (or the model type's own, FIXED_ACT), and whether a gate
                        multiplies the up projection: read off the model transformers builds from the
-                       config with one layer on the meta device (mlp_gated), else NON_GATED_MLP
+                       config with one layer on the meta device (`structure`), else NON_GATED_MLP
   MoE routing          by model type (ROUTING, ROUTING_IF), as its transformers router computes it:
                        softmax top-k, top-k then sigmoid (Llama 4), or sigmoid scores with a
                        correction bias and group-limited top-k (DeepSeek-V3, GLM-4.5, Nemotron-H)
@@ -203,22 +203,17 @@ def text_model(data: dict[str, Any], where: str = "config") -> tuple[Any | None,
         return None, f"{UNCLASSIFIED}: the config names no model_type"
     import transformers
     from transformers import CONFIG_MAPPING
-    from ..models.hfconfig import config_object
+    from ..models.hfconfig import config_object, quiet_transformers
     if mt not in CONFIG_MAPPING:
         return None, (f"{UNCLASSIFIED}: model_type '{mt}' is not known to the installed transformers "
                       f"{transformers.__version__}")
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()  # its notes on the values go to the user as one line, below
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with quiet_transformers():  # its notes on the values go to the user as one line, below
             obj = config_object(mt, {k: v for k, v in data.items() if k != "model_type"})
             return obj.get_text_config(decoder=True), ""  # the decoder's, where there is also a text encoder
     except Exception as exc:  # transformers' own validation of the values
         msg = " ".join(str(exc).split())[:200]
         raise ConfigError(f"{where}: transformers rejects this {mt} config: {type(exc).__name__}: {msg}") from None
-    finally:
-        transformers.logging.set_verbosity(verbosity)
 
 
 #: model types of encoder-only (bidirectional) models
@@ -346,8 +341,7 @@ def _attr(c: Any, name: str) -> Any:
         return next((v for v in (getattr(layers[i], name, None) for i in range(len(layers))) if v is not None), None)
 
 
-#: a field that holds an MLP's width, and one that holds the depth
-_MLP_WIDTH = re.compile(r"(intermediate_size|ffn_dim|ffn_hidden_size|d_ff|n_inner|dim_ff|feed_forward_size)$")
+#: a field that holds the depth
 _DEPTH = re.compile(r"^(num_hidden_layers|n_layers?|num_layers|decoder_layers|encoder_layers)$")
 
 
@@ -359,7 +353,7 @@ class Structure:
     positions: str | None = None    # "rotary" or "learned absolute positions"
 
 
-_STRUCTURES: dict[str | None, Structure] = {}  # config JSON -> its structure (reports ask again)
+_STRUCTURES: dict[str, Structure] = {}  # config JSON -> its structure (reports ask again)
 
 
 def structure(c: Any) -> Structure:
@@ -368,8 +362,8 @@ def structure(c: Any) -> Structure:
     - gated: in the first layer that projects the hidden size to an MLP width and back, one
       projection to that width is an ungated MLP; two, or one of twice the width (gate and up
       fused), a gated one (BART's fc1 and fc2, BERT's intermediate and output, are ungated); the
-      widths are the config's MLP width fields, or with none, any width a layer projects to and
-      back from;
+      widths are the config's MLP width fields (the scale rule's `mlp_width`), or with none, any
+      width a layer projects to and back from;
     - norm: the class of the first norm module of that same layer (or, with no such layer, of the
       first layer that projects the hidden size): nn.LayerNorm or a *LayerNorm class, a *RMSNorm
       class or nn.RMSNorm; the text layer's, not a vision or protein tower's;
@@ -379,27 +373,24 @@ def structure(c: Any) -> Structure:
     projections that are not nn.Linear, experts kept as 3-D weights): the tables decide then."""
     try:
         key = c.to_json_string(use_diff=False)
-    except Exception:
-        key = None
+    except Exception:  # not serialisable: read, not cached (no key tells it from another)
+        return _structure(c)
     if key not in _STRUCTURES:
         _STRUCTURES[key] = _structure(c)
     return _STRUCTURES[key]
 
 
-def mlp_gated(c: Any) -> bool | None:
-    """`structure(c).gated`: whether the model's MLP multiplies a gate into its up projection."""
-    return structure(c).gated
-
-
 def _structure(c: Any) -> Structure:
     import torch
     from ..modeltier.classes import model_class
-    from ..models.hfconfig import config_object
+    from ..modeltier.scale import mlp_width
+    from ..models.hfconfig import config_object, quiet_transformers
     try:
         d = c.to_dict()
         hidden = next((d[k] for k in ("hidden_size", "d_model", "n_embd") if type(d.get(k)) is int), None)
-        widths = {v for k, v in d.items() if type(v) is int and v > 0 and _MLP_WIDTH.search(k)}
-        cls, _ = model_class(c, multimodal_part=False)
+        widths = {v for k, v in d.items() if type(v) is int and v > 0 and mlp_width(k)}
+        with quiet_transformers():  # importing a modeling module may warn (FLA without a GPU)
+            cls, _ = model_class(c, multimodal_part=False)
         if cls is None:
             return Structure()
         depth = d.get("num_hidden_layers")
@@ -408,16 +399,8 @@ def _structure(c: Any) -> Structure:
         for k, v in d.items():  # per-layer lists follow the depth
             if isinstance(v, list) and type(depth) is int and depth > 1 and len(v) == depth:
                 one[k] = v[:1]
-        import transformers
-        verbosity = transformers.logging.get_verbosity()
-        transformers.logging.set_verbosity_error()  # its notes on the values were said when the config was read
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                with torch.device("meta"):
-                    model = cls._from_config(config_object(c.model_type, one))
-        finally:
-            transformers.logging.set_verbosity(verbosity)
+        with quiet_transformers(), torch.device("meta"):  # its notes were said when the config was read
+            model = cls._from_config(config_object(c.model_type, one))
     except Exception:  # whatever transformers refuses: the tables decide
         return Structure()
     blocks: dict[str, tuple[list[int], set[int]]] = {}  # layer -> (up widths, down widths)

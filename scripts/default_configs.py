@@ -1,11 +1,14 @@
 """Write one config.json per generative language-model architecture the installed transformers knows,
 from its config class's own defaults, for `scripts/model_sweep.py`.
 
-    python scripts/default_configs.py OUT_DIR [--skip-types-of CONFIG_DIR] [--force]
+    python scripts/default_configs.py OUT_DIR [--encoders] [--skip-types-of CONFIG_DIR] [--force]
 
 An architecture is a model type with a causal language model (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) or
 a generative image-text-to-text or multimodal language model (MODEL_FOR_IMAGE_TEXT_TO_TEXT /
-MODEL_FOR_MULTIMODAL_LM): `day0 model` runs a multimodal config's text model. Each config is
+MODEL_FOR_MULTIMODAL_LM): `day0 model` runs a multimodal config's text model. With --encoders, an
+architecture is instead a model type with a sequence-to-sequence language model or a masked language
+model (MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM / MODEL_FOR_MASKED_LM): the encoder-decoders and encoders
+`day0 model` runs. Each config is
 `ConfigClass().to_dict()` (transformers' defaults: often the full-size model the class documents,
 which the model tier's scale rule must shrink) with `model_type` and `architectures` (the class the
 first of those mappings names), written to OUT_DIR/<model_type>-defaults/config.json. A config class
@@ -31,13 +34,15 @@ from sdk.fileio import atomic_write_text, read_bytes  # noqa: E402
 #: the mappings whose classes generate text, in the order their class names are preferred
 MAPPINGS = ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
             "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES")
+#: the mappings of encoder-decoders and encoders (--encoders), likewise
+ENCODER_MAPPINGS = ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_MASKED_LM_MAPPING_NAMES")
 
 
-def generative_types() -> dict[str, str]:
-    """{model_type: the generating class's name} for every model type of MAPPINGS."""
+def generative_types(mappings: tuple[str, ...] = MAPPINGS) -> dict[str, str]:
+    """{model_type: the first class's name} for every model type of `mappings`."""
     from transformers.models.auto import modeling_auto
     found: dict[str, str] = {}
-    for name in MAPPINGS:
+    for name in mappings:
         for mt, cls in getattr(modeling_auto, name, {}).items():
             found.setdefault(mt, cls if isinstance(cls, str) else cls[0])
     return dict(sorted(found.items()))
@@ -73,6 +78,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("out_dir", type=Path, help="writes OUT_DIR/<model_type>-defaults/config.json")
     p.add_argument("--skip-types-of", type=Path, metavar="CONFIG_DIR",
                    help="leave out the model types of the configs in this folder")
+    p.add_argument("--encoders", action="store_true",
+                   help="the encoder-decoder and encoder (masked LM) model types instead of the generative ones")
     p.add_argument("--force", action="store_true", help="write into an OUT_DIR that already holds configs")
     return p.parse_args(argv)
 
@@ -93,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, OSError) as exc:
         print(f"default_configs: error: {exc}", file=sys.stderr)
         return 2
-    types = generative_types()
+    types = generative_types(ENCODER_MAPPINGS if args.encoders else MAPPINGS)
     written, failed = 0, []
     for mt, arch in types.items():
         if mt in skip:
@@ -106,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         if why:
             failed.append(f"{mt}: {why}")
     skipped = f", {len(types) - written} left out (in {args.skip_types_of})" if skip else ""
-    print(f"{len(types)} generative model types{skipped}: {written} configs written to {args.out_dir}")
+    what = "encoder-decoder and encoder" if args.encoders else "generative"
+    print(f"{len(types)} {what} model types{skipped}: {written} configs written to {args.out_dir}")
     for line in failed:
         print(f"  defaults rejected by the config class, model_type and architectures only: {line}")
     return 0

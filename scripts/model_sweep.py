@@ -16,7 +16,7 @@ pass, and sorts every outcome into a class:
 
   pass          every record passed
   refused       the command said why in one line and exited 2 (bad input, or an architecture
-                the installed transformers cannot build as a causal language model)
+                the model tier cannot run: one that reads no token ids)
   eager         transformers' own eager model failed on the CPU (the reference), and on the
                 published config too where the meta device can tell
   compile       the logits differ from eager, and so do those of torch.compile with PyTorch's own

@@ -608,6 +608,7 @@ def test_a_gate_is_read_off_the_model_transformers_builds(tmp_path, model_type, 
     ("phimoe", "LayerNorm", True),     # experts as 3-D weights: the norm of the layer its attention reads
     ("roformer", "LayerNorm", True),   # a sinusoidal table (an nn.Embedding) that feeds a rotary
     ("llama", "RMSNorm", True),
+    ("t5", "RMSNorm", False),          # T5LayerNorm divides by the RMS, no mean; relative position bias
 ])
 def test_norm_and_positions_are_read_off_the_model_transformers_builds(tmp_path, model_type, norm, rope):
     fams = set(families(_defaults(tmp_path, model_type)))
@@ -623,3 +624,50 @@ def test_a_window_that_spans_the_whole_context_is_not_sliding_attention(tmp_path
     assert "sliding-window attention" not in families(_write(tmp_path, cfg))
     cfg.update(sliding_window=2047)
     assert families(_write(tmp_path, cfg))["sliding-window attention"] == covered_by("unified_attention")
+
+
+def test_a_norm_is_told_by_what_it_computes_not_its_class_name():
+    """A norm that removes the mean is LayerNorm, one that only divides by the RMS is RMSNorm,
+    whatever its class is called; one that cannot run on the CPU is left to its name (None)."""
+    import torch
+    from sdk.report.families import _norm_kind
+
+    class ModelLayerNorm(torch.nn.Module):  # an RMS norm under a LayerNorm name (T5, CPM-Ant)
+        def __init__(self, n):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(n))
+
+        def forward(self, x):
+            return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    class NeedsMore(torch.nn.Module):
+        def forward(self, x, residual):
+            return x + residual
+
+    with torch.device("meta"):
+        mods = [torch.nn.LayerNorm(48), torch.nn.LayerNorm(48, bias=False), torch.nn.RMSNorm(48), ModelLayerNorm(48)]
+    assert [_norm_kind(m, 48) for m in mods] == ["LayerNorm", "LayerNorm", "RMSNorm", "RMSNorm"]
+    assert _norm_kind(NeedsMore(), 48) is None
+
+
+@pytest.mark.parametrize("model_type, extra", [
+    ("t5", {"ReLU (non-gated MLP)", "attention with relative position bias"}),
+    ("bart", {"GELU (non-gated MLP)", "LayerNorm"}),
+])
+def test_an_encoder_decoder_needs_encoder_and_cross_attention(tmp_path, model_type, extra):
+    """An encoder-decoder's encoder attends both ways and its decoder reads the encoder's output:
+    both families are named (neither is in the suite) beside the decoder's own causal attention.
+    T5's positions are a bias on the attention logits, not a rotary embedding."""
+    fams = families(_defaults(tmp_path, model_type))
+    assert {"attention (bidirectional, encoder)", "cross-attention (decoder over the encoder's output)",
+            "attention prefill (causal GQA, no output gate)"} | extra <= set(fams)
+    assert fams["attention (bidirectional, encoder)"] == [] and not ROPES & set(fams)
+    assert not any(f.startswith("cannot classify") for f in fams), fams
+
+
+def test_xlm_activation_is_read_from_gelu_activation(tmp_path):
+    """XLM says its activation with a flag (gelu_activation): GELU when true, ReLU when false."""
+    from transformers import CONFIG_MAPPING
+    cfg = {**json.loads(CONFIG_MAPPING["xlm"]().to_json_string(use_diff=False)), "model_type": "xlm"}
+    assert "GELU (non-gated MLP)" in families(_write(tmp_path, {**cfg, "gelu_activation": True}, "a.json"))
+    assert "ReLU (non-gated MLP)" in families(_write(tmp_path, {**cfg, "gelu_activation": False}, "b.json"))

@@ -149,3 +149,21 @@ def test_default_configs_cover_every_generative_architecture(tmp_path):
     assert llava["architectures"] == ["LlavaForConditionalGeneration"] and llava["text_config"]["model_type"] == "llama"
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--force" in proc.stderr
+
+
+def test_default_configs_with_encoders_write_the_encoder_decoders_and_encoders(tmp_path):
+    """--encoders writes the model types with a sequence-to-sequence or a masked language model (the
+    encoder-decoders and encoders the model tier runs), each named after that class."""
+    out = tmp_path / "enc"
+    cmd = [sys.executable, str(ROOT / "scripts" / "default_configs.py"), str(out), "--encoders"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    from transformers.models.auto import modeling_auto
+    written = {p.parent.name for p in out.glob("*/config.json")}
+    expect = set(modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES) | set(
+        modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+    assert written == {f"{mt}-defaults" for mt in expect} and "qwen3-defaults" not in written
+    t5 = json.loads((out / "t5-defaults" / "config.json").read_text())
+    assert t5["architectures"] == ["T5ForConditionalGeneration"] and t5["model_type"] == "t5"
+    bert = json.loads((out / "bert-defaults" / "config.json").read_text())
+    assert bert["architectures"] == ["BertForMaskedLM"]

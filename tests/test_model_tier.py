@@ -246,9 +246,8 @@ def test_the_published_window_name_and_pattern_list_are_scaled(tmp_path):
 
 
 @pytest.mark.parametrize("cfg, message", [
-    ({"model_type": "bert", "architectures": ["BertForMaskedLM"]}, "is an encoder"),
-    ({"model_type": "t5", "is_encoder_decoder": True}, "encoder-decoder"),
-    ({"model_type": "vit"}, "no causal language model"),
+    ({"model_type": "whisper"}, "is an encoder-decoder model and its model reads input_features"),
+    ({"model_type": "vit"}, "no causal language model and its model reads pixel_values"),
     ({"model_type": "musicgen"}, "is an encoder-decoder model"),  # a text encoder and an audio decoder
     ({"model_type": "llama", "hidden_size": "wide"}, "transformers rejects this llama config"),
 ])
@@ -260,10 +259,16 @@ def test_configs_the_tier_cannot_run_are_refused_in_one_line(tmp_path, cfg, mess
 
 
 def test_a_decoder_built_as_a_bert_decoder_is_accepted(tmp_path):
-    """is_decoder makes a BERT-family config a causal decoder with a cache: not refused."""
+    """is_decoder makes a BERT-family config a causal decoder with a cache; without it the config is
+    an encoder, run as one forward pass of its masked language model."""
     (job,) = plan([str(_write(tmp_path, "m", {"model_type": "bert", "is_decoder": True}))], "cpu_interp",
-                  ["fp32"], ["prefill"])
-    assert job.model_type == "bert"
+                  ["fp32"], ["prefill", "decode"])
+    assert job.model_type == "bert" and job.kind == "decoder" and job.modes == ("prefill", "decode")
+    assert job.model_class.endswith(":BertLMHeadModel")
+    (job,) = plan([str(_write(tmp_path, "e", {"model_type": "bert"}))], "cpu_interp", ["fp32"],
+                  ["prefill", "decode"])
+    assert job.kind == "encoder" and job.modes == ("prefill",) and job.model_class.endswith(":BertForMaskedLM")
+    assert any("no decode step" in n for n in job.notes)
 
 
 def test_a_cache_the_model_fills_without_returning_it_carries_the_decode():
@@ -418,7 +423,8 @@ def test_an_op_whose_shape_depends_on_the_data_is_a_limit_of_the_meta_check():
 ])
 def test_the_class_built_is_the_one_that_generates_from_this_config_class(model_type, cls):
     from sdk.modeltier.runner import _text_config
-    _, text, found, output = _text_config({"model_type": model_type})
+    _, text, found, output, kind = _text_config({"model_type": model_type})
+    assert kind == "decoder"
     assert found.__name__ == cls and found.config_class is type(text)
     assert output == ("hidden states" if cls.endswith("TextModel") else "logits")
 
@@ -439,18 +445,18 @@ def test_the_plan_names_the_class_and_the_worker_builds_it(tmp_path):
 
 def test_a_composite_config_carrying_is_decoder_false_is_not_an_encoder(tmp_path):
     """Evolla's config carries is_decoder false (for its protein encoder): its decoder is causal and
-    keeps a cache, so it is planned, while a BERT config that says is_decoder false is refused."""
+    keeps a cache, so it is planned as a decoder, while a BERT config that says is_decoder false is
+    an encoder."""
     job = _plan_config(tmp_path, "evolla", _defaults("evolla"))
-    assert job.model_class.endswith(":EvollaForProteinText2Text")
-    from sdk.errors import ConfigError
-    with pytest.raises(ConfigError, match="is an encoder"):
-        _plan_config(tmp_path, "roberta", _defaults("roberta"))
+    assert job.model_class.endswith(":EvollaForProteinText2Text") and job.kind == "decoder"
+    job = _plan_config(tmp_path, "roberta", _defaults("roberta"))
+    assert job.kind == "encoder" and job.model_class.endswith(":RobertaForMaskedLM")
 
 
 @pytest.mark.parametrize("model_type", ["pi0", "vit"])
 def test_an_architecture_without_a_text_decoder_is_refused(tmp_path, model_type):
     from sdk.errors import ConfigError
-    with pytest.raises(ConfigError, match="no causal language model or text decoder"):
+    with pytest.raises(ConfigError, match="no causal language model and its model reads"):
         _plan_config(tmp_path, model_type, _defaults(model_type))
 
 
@@ -596,3 +602,48 @@ def test_ssm_heads_too_wide_for_the_scaled_width_split_it(tmp_path):
     assert c["n_mamba_heads"] * c["mamba_headdim"] == int(c["mamba_expand"] * c["hidden_size"])
     model, ids = _decode_equals_one_pass({**job.spec(), "tokens": 6})
     assert model.config.mamba_headdim == c["mamba_headdim"]
+
+
+# ------------------------------------------------------------------ encoder-decoders and encoders
+@pytest.mark.parametrize("model_type, cls", [("t5", "T5ForConditionalGeneration"),
+                                             ("bart", "BartForConditionalGeneration"),
+                                             ("marian", "MarianMTModel"),
+                                             ("t5gemma", "T5GemmaForConditionalGeneration")])
+def test_an_encoder_decoders_decode_step_equals_one_pass_of_its_decoder(tmp_path, model_type, cls):
+    """An encoder-decoder is planned whole (kind seq2seq, both modes); its decode step (the decoder's
+    cache and the prefill's encoder output) gives the logits of one uncached pass of the decoder
+    over its prompt and the next token, and its prefill those of the prompt's positions."""
+    import torch
+    from sdk.modeltier.worker import build, seq2seq, vocabulary
+    job = _plan_config(tmp_path, model_type, _defaults(model_type))
+    assert job.kind == "seq2seq" and job.modes == ("prefill", "decode") and job.model_class.endswith(":" + cls)
+    model, config = build(job.spec())
+    gen = torch.Generator().manual_seed(7)
+    vocab = vocabulary(config)
+    ids, dec, nxt = (torch.randint(0, vocab, (1, n), generator=gen) for n in (11, 6, 1))
+    out = seq2seq(model, ids, dec, nxt, ["prefill", "decode"])
+    with torch.no_grad():
+        whole = model(input_ids=ids, decoder_input_ids=torch.cat([dec, nxt], dim=1), use_cache=False).logits
+    assert out["prefill"].shape == (1, 6, whole.shape[-1])
+    torch.testing.assert_close(out["prefill"], whole[:, :-1], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out["decode"], whole[:, -1:], rtol=1e-4, atol=1e-5)
+
+
+def test_an_encoder_runs_one_pass_that_sees_both_ways(tmp_path):
+    """An encoder (ModernBERT: no causal LM in transformers) is planned as its masked LM, prefill
+    only; its one pass reads tokens after a position too: changing the last token changes the
+    first position's logits, which a causal model's would not."""
+    import torch
+    from sdk.modeltier.worker import build, run_modes
+    job = _plan_config(tmp_path, "modernbert", _defaults("modernbert"))
+    assert job.kind == "encoder" and job.modes == ("prefill",) and job.model_class.endswith(":ModernBertForMaskedLM")
+    spec = {**job.spec(), "tokens": 9}
+    model, config = build(spec)
+    out = run_modes(model, spec, config)
+    assert set(out) == {"prefill"} and out["prefill"].shape == (1, 9, config.vocab_size)
+    ids = torch.randint(0, config.vocab_size, (1, 9), generator=torch.Generator().manual_seed(3))
+    other = ids.clone()
+    other[0, -1] = (ids[0, -1] + 1) % config.vocab_size
+    with torch.no_grad():
+        a, b = (model(input_ids=x).logits for x in (ids, other))
+    assert not torch.allclose(a[:, 0], b[:, 0])

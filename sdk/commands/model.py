@@ -20,6 +20,10 @@ what runs, per model and dtype (two processes of its own):
   2. eager PyTorch on the CPU, with upstream Triton libraries unimportable, is the reference;
   3. the same model (same weights) under torch.compile with Inductor's Triton code generation on
      the backend: a prefill over 24 tokens, then one decode step with the cache or recurrent state.
+     An encoder-decoder's prefill runs its encoder over the 24 tokens and its decoder over a
+     24-token prompt, and its decode step continues the decoder's cache; an encoder (attention
+     both ways, no cache) runs one forward pass of its masked LM (or base model), as the prefill.
+     A model that reads no token ids (audio features, pixels) is refused.
      Where transformers calls an installed Triton library for a layer (FLA for Gated DeltaNet),
      that library's kernels run on the backend too, and the record says so.
 verdict per (model, mode, dtype): pass = runs end to end and the logits match eager (relative RMSE

@@ -13,7 +13,7 @@ def capture_model(name_or_path: str, dtype: str = "fp32") -> list[Any]:
     import sdk
     from ..report.ops import KernelOps
     from .runner import plan
-    from .worker import build, forward, inputs
+    from .worker import build, run_modes
 
     (job,) = plan([name_or_path], "cpu_interp", [dtype], ["prefill", "decode"])
     spec = job.spec()
@@ -24,8 +24,7 @@ def capture_model(name_or_path: str, dtype: str = "fp32") -> list[Any]:
             with sdk.inductor("cpu_interp") as run:
                 import torch
                 model, config = build(spec)
-                ids, nxt = inputs(spec, config.vocab_size)
-                forward(torch.compile(model, dynamic=False), ids, nxt, list(job.modes))
+                run_modes(torch.compile(model, dynamic=False), spec, config)
                 kernels = run.kernels
         finally:
             if previous is None:

@@ -9,7 +9,12 @@
 2. Only for the text part of a multimodal config (a config of its own class inside the whole
    model's): the base text model (AutoModel's class for the config class, else the package's model
    class built from it); its last hidden states are compared.
-Anything else has no text decoder the tier can run. A class is named "module:Class" so that the
+Models that are no causal decoder (`other_class`):
+3. An encoder-decoder reading token ids (T5, BART, Marian, T5Gemma ...): transformers'
+   AutoModelForSeq2SeqLM class for the whole config; its decoder's logits are compared.
+4. An encoder reading token ids (BERT, RoBERTa, ModernBERT, DeBERTa ...): the masked language
+   model class (its logits), else the base model (its last hidden states).
+Anything else has no text model the tier can run. A class is named "module:Class" so that the
 worker processes build the very class the plan chose.
 """
 from __future__ import annotations
@@ -83,3 +88,26 @@ def _package_classes(config_cls: type) -> tuple[list[type], list[type]]:
     base = [c for c in classes if c not in generating and c.__name__.endswith("Model")]
     base.sort(key=lambda c: not c.__name__.endswith("TextModel"))
     return generating, base
+
+
+def other_class(config: Any, seq2seq: bool) -> tuple[type | None, str]:
+    """(class, "logits" or "hidden states") of an encoder-decoder (`seq2seq`) or an encoder config
+    whose model reads token ids, or (None, why not in a few words)."""
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_MASKED_LM_MAPPING, MODEL_MAPPING,
+                                                        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING)
+    mappings = ((MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING, "logits"),) if seq2seq else \
+        ((MODEL_FOR_MASKED_LM_MAPPING, "logits"), (MODEL_MAPPING, "hidden states"))
+    reads = ""
+    for mapping, output in mappings:
+        cls = _mapped(mapping, type(config))
+        if cls is None:
+            continue
+        reads = getattr(cls, "main_input_name", "input_ids")
+        if reads == "input_ids":
+            return cls, output
+    base = _mapped(MODEL_MAPPING, type(config))
+    reads = reads or getattr(base, "main_input_name", "")
+    if reads and reads != "input_ids":  # speech (input_features), images (pixel_values) ...
+        return None, f"its model reads {reads}, not token ids"
+    return None, "transformers has no " + ("sequence-to-sequence language model" if seq2seq else
+                                          "masked language model or base model") + " for it"

@@ -43,11 +43,12 @@ class Job:
     model_class: str = ""       # "module:Class" the workers build (sdk.modeltier.classes)
     output: str = "logits"      # what is compared: "logits", or a text model's "hidden states"
     published: dict[str, Any] = field(default_factory=dict)  # the text config before scaling
+    kind: str = "decoder"       # "decoder", "seq2seq" or "encoder" (runner._classify)
 
     def spec(self) -> dict[str, Any]:
         return {"config": self.config, "seed": SEED, "dtype": self.dtype, "batch": BATCH,
                 "tokens": TOKENS, "modes": list(self.modes), "backend": self.backend,
-                "model_class": self.model_class, "published": self.published}
+                "model_class": self.model_class, "published": self.published, "kind": self.kind}
 
 
 def _read_config(name_or_path: str) -> tuple[str, str, dict]:
@@ -67,16 +68,17 @@ def _safe_name(name: str) -> str:
 
 def text_config(raw: dict) -> tuple[str, dict]:
     """(text model_type, full config dict with defaults) through transformers' config classes.
-    A multimodal config yields its text model."""
-    mt, text, _, _ = _text_config(raw)
+    A multimodal config yields its text model; an encoder-decoder, the whole model's config."""
+    mt, text, _, _, _ = _text_config(raw)
     return mt, text.to_dict()
 
 
 def _text_config(raw: dict):
-    """(text model_type, the text model's transformers config object, the class the tier builds
-    from it, what it compares); ConfigError for a config the model tier cannot run as a causal
-    language model (an encoder, an encoder-decoder, a model without a text decoder), said in one
-    line. Floats a JSON file cannot hold are read as transformers writes them ({"__float__": "Infinity"})."""
+    """(model_type, the transformers config object the tier builds from, the class it builds, what
+    it compares, the kind of model: "decoder", "encoder" or "seq2seq"); ConfigError for a config the
+    model tier cannot run, said in one line. A multimodal config gives its text decoder; an
+    encoder-decoder reading token ids, the whole model. Floats a JSON file cannot hold are read as
+    transformers writes them ({"__float__": "Infinity"})."""
     from transformers import CONFIG_MAPPING
     from ..models.hfconfig import config_object
     if not isinstance(raw, dict):
@@ -93,29 +95,44 @@ def _text_config(raw: dict):
     except Exception as exc:  # transformers' own validation of the config's values
         why = " ".join(f"{type(exc).__name__}: {exc}".split())
         raise ConfigError(f"transformers rejects this {mt} config: {why[:400]}") from None
-    cls, output = _check_decoder(mt, full, text)
-    return text.model_type, text, cls, output
+    kind, cls, output = _classify(mt, full, text)
+    built = full if kind == "seq2seq" else text
+    return built.model_type, built, cls, output, kind
 
 
-def _check_decoder(mt: str, full, text) -> tuple[type, str]:
-    """The class the model tier builds for `text` and what it compares ("logits" or "hidden
-    states"); ConfigError for a config that is no decoder: the model tier runs causal language
-    models (a prefill, then a decode step with the cache)."""
-    from .classes import model_class
-    what = "the model tier runs decoder-only language models (a prefill, then decode steps with a cache)"
+#: what the model tier runs, said where it refuses a config
+_RUNS = ("the model tier runs language models that read token ids: decoders (a prefill, then decode steps "
+         "with a cache), encoder-decoders and encoders")
+
+
+def _classify(mt: str, full, text) -> tuple[str, type, str]:
+    """(kind, the class the model tier builds, what it compares: "logits" or "hidden states").
+    kind "decoder": a causal language model (prefill, then decode steps with the cache); "seq2seq":
+    an encoder-decoder (the encoder over the tokens and a decoder prefill, then decode steps with
+    the decoder's cache); "encoder": attention both ways and no cache (one forward pass).
+    ConfigError for a config with none of these that reads token ids."""
+    from .classes import model_class, other_class
     if getattr(full, "is_encoder_decoder", False) or getattr(text, "is_encoder_decoder", False):
-        raise ConfigError(f"model_type '{mt}' is an encoder-decoder model; {what}")
-    cls, output = model_class(text, multimodal_part=type(text) is not type(full))
-    if cls is None:
-        raise ConfigError(f"model_type '{mt}' has no causal language model or text decoder in the installed "
-                          f"transformers; {what}")
+        cls, output = other_class(full, seq2seq=True)
+        if cls is None:
+            raise ConfigError(f"model_type '{mt}' is an encoder-decoder model and {output}; {_RUNS}")
+        return "seq2seq", cls, output
     # a BERT-family config says with is_decoder whether its attention is causal and keeps a cache; a
     # composite config (a protein encoder beside a causal decoder, as in Evolla) only carries the flag
-    if "add_cross_attention" in text.to_dict() and not getattr(text, "is_decoder", True) \
-            and not getattr(type(text), "sub_configs", None):
-        raise ConfigError(f"this {mt} config is an encoder (is_decoder is false: it attends both ways and "
-                          f"keeps no cache); {what}")
-    return cls, output
+    encoder = "add_cross_attention" in text.to_dict() and not getattr(text, "is_decoder", True) \
+        and not getattr(type(text), "sub_configs", None)
+    multimodal_part = type(text) is not type(full)
+    if not encoder:
+        cls, output = model_class(text, multimodal_part=multimodal_part)
+        if cls is not None:
+            return "decoder", cls, output
+    if not multimodal_part:
+        cls, output = other_class(text, seq2seq=False)
+        if cls is not None:
+            return "encoder", cls, output
+        raise ConfigError(f"model_type '{mt}' has no causal language model and {output}; {_RUNS}")
+    raise ConfigError(f"model_type '{mt}' has no causal language model or text decoder in the installed "
+                      f"transformers; {_RUNS}")
 
 
 def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -> list[Job]:
@@ -131,7 +148,7 @@ def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -
     jobs = []
     for item in models:
         name, source, raw = _read_config(item)
-        mt, text, cls, output = _text_config(raw)
+        mt, text, cls, output, kind = _text_config(raw)
         nested = {key: getattr(sub, "attribute_map", None) or {}
                   for key, sub in (getattr(type(text), "sub_configs", None) or {}).items()}
         aliases = getattr(type(text), "attribute_map", None)
@@ -147,9 +164,17 @@ def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -
             if twice != scaled and not _cannot_build(cls, twice):
                 scaled, notes = twice, more + [f"every layer type twice: transformers cannot build the model with "
                                                 f"one layer of each ({why})"]
+        runs = tuple(m for m in MODES if m in modes)
+        if kind == "encoder":
+            runs = ("prefill",)
+            notes = notes + ["an encoder (attention both ways, no cache): one forward pass over the tokens, "
+                             "recorded as the prefill; no decode step"]
+        elif kind == "seq2seq":
+            notes = notes + ["an encoder-decoder: the prefill runs the encoder over the tokens and the decoder "
+                             "over a prompt of its own; a decode step continues the decoder's cache"]
         for dtype in dtypes:
-            jobs.append(Job(name, source, mt, scaled, notes, dtype, tuple(m for m in MODES if m in modes),
-                            backend, model_class=class_path(cls), output=output, published=published))
+            jobs.append(Job(name, source, mt, scaled, notes, dtype, runs, backend, model_class=class_path(cls),
+                            output=output, published=published, kind=kind))
     return jobs
 
 

@@ -51,6 +51,7 @@ def build(spec: dict):
 
 
 def inputs(spec: dict, vocab: int):
+    """(prompt token ids [batch, tokens], the next token [batch, 1]), seeded."""
     import torch
     gen = torch.Generator().manual_seed(spec["seed"] + 1)
     ids = torch.randint(0, vocab, (spec["batch"], spec["tokens"]), generator=gen)
@@ -58,9 +59,71 @@ def inputs(spec: dict, vocab: int):
     return ids, nxt
 
 
+def vocabulary(config) -> int:
+    """Token ids every embedding of the model reads: the vocabulary, the smaller of an
+    encoder-decoder's two (Marian's decoder_vocab_size), a sub-config's where the config has none."""
+    sizes = [getattr(config, k, None) for k in ("vocab_size", "decoder_vocab_size")]
+    sizes = [v for v in sizes if type(v) is int and v > 0]
+    return min(sizes) if sizes else int(config.get_text_config(decoder=True).vocab_size)
+
+
+def run_modes(model, spec: dict, config, device=None, on_mode=None, keep=None) -> dict[str, Any]:
+    """Each of `spec`'s modes run on `model` with the seeded inputs (on `device`), as `spec["kind"]`
+    says: what each mode keeps (see `forward`)."""
+    import torch
+    vocab = vocabulary(config)
+    ids, nxt = (t.to(device) if device is not None else t for t in inputs(spec, vocab))
+    kind = spec.get("kind", "decoder")
+    if kind == "decoder":
+        return forward(model, ids, nxt, spec["modes"], on_mode, keep)
+    if kind == "encoder":
+        return encode(model, ids, on_mode, keep)
+    gen = torch.Generator().manual_seed(spec["seed"] + 2)
+    dec = torch.randint(0, vocab, ids.shape, generator=gen)
+    return seq2seq(model, ids, dec.to(ids.device), nxt, spec["modes"], on_mode, keep)
+
+
+def encode(model, ids, on_mode=None, keep=None) -> dict[str, Any]:
+    """An encoder's one forward pass over `ids` (every token sees every other), kept as the
+    prefill."""
+    import torch
+    keep = keep or _output
+    with torch.no_grad(), (on_mode("prefill") if on_mode else _null()):
+        return {"prefill": keep(model(input_ids=ids, attention_mask=torch.ones_like(ids)))}
+
+
+def seq2seq(model, ids, dec, nxt, modes: list[str], on_mode=None, keep=None) -> dict[str, Any]:
+    """An encoder-decoder: the prefill encodes `ids` and runs the decoder over `dec` (its logits
+    kept); a decode step feeds `nxt` to the decoder with its cache and the prefill's encoder
+    output."""
+    import torch
+    from transformers.modeling_outputs import BaseModelOutput
+    keep = keep or _output
+    params = inspect.signature(model.forward).parameters
+    takes = inspect.signature(getattr(model, "_orig_mod", model).forward).parameters
+    mask = torch.ones_like(ids)
+    out: dict[str, Any] = {}
+    with torch.no_grad():
+        with (on_mode("prefill") if on_mode else _null()):
+            first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec, use_cache=True)
+        out["prefill"] = keep(first)
+        if "decode" in modes:
+            cache_key = _cache_key(first, takes)
+            if cache_key is None:
+                raise RuntimeError(f"transformers' {type(model).__name__} returned no decoder cache from the "
+                                   "prefill (use_cache=True): a decode step has nothing to continue")
+            kwargs = {cache_key: getattr(first, cache_key), "use_cache": True, "attention_mask": mask,
+                      "encoder_outputs": BaseModelOutput(last_hidden_state=first.encoder_last_hidden_state)}
+            if "cache_position" in params:
+                kwargs["cache_position"] = torch.tensor([dec.shape[1]], device=dec.device)
+            with (on_mode("decode") if on_mode else _null()):
+                out["decode"] = keep(model(decoder_input_ids=nxt, **kwargs))
+    return out
+
+
 def forward(model, ids, nxt, modes: list[str], on_mode=None, keep=None) -> dict[str, Any]:
-    """Prefill over `ids`, then one decode step of `nxt` with the cache or recurrent state; what
-    each mode keeps (`keep(output)`: by default its logits, on the CPU)."""
+    """A causal decoder: prefill over `ids`, then one decode step of `nxt` with the cache or
+    recurrent state; what each mode keeps (`keep(output)`: by default its logits, on the CPU)."""
     keep = keep or _output
     import torch
     params = inspect.signature(model.forward).parameters
@@ -160,8 +223,7 @@ def reference(spec: dict, out_path: str) -> None:
     _hide_libraries()
     import torch
     model, config = build(spec)
-    ids, nxt = inputs(spec, config.vocab_size)
-    logits = forward(model, ids, nxt, spec["modes"])
+    logits = run_modes(model, spec, config)
     torch.save({"state_dict": model.state_dict(), "logits": logits}, out_path)
 
 
@@ -174,8 +236,7 @@ def published_on_meta(spec: dict) -> None:
     published = {**spec, "config": spec["published"]}
     with torch.device("meta"):
         model, config = build(published)
-    ids, nxt = (t.to("meta") for t in inputs(spec, config.vocab_size))
-    forward(model, ids, nxt, spec["modes"], keep=lambda result: None)  # meta tensors hold no values
+    run_modes(model, spec, config, device="meta", keep=lambda result: None)  # meta tensors hold no values
 
 
 def stock_inductor(spec: dict, ref_path: str, out_path: str) -> None:
@@ -188,8 +249,7 @@ def stock_inductor(spec: dict, ref_path: str, out_path: str) -> None:
     model, config = build(spec)
     ref = torch.load(ref_path, weights_only=True)
     model.load_state_dict(ref["state_dict"], strict=False)
-    ids, nxt = inputs(spec, config.vocab_size)
-    logits = forward(torch.compile(model, fullgraph=False, dynamic=False), ids, nxt, spec["modes"])
+    logits = run_modes(torch.compile(model, fullgraph=False, dynamic=False), spec, config)
     rmse = {mode: _relative_rmse(got, ref["logits"][mode]) for mode, got in logits.items()}
     with open(out_path, "w") as fh:
         json.dump({"rmse": rmse}, fh)
@@ -216,7 +276,6 @@ def backend_run(spec: dict, ref_path: str, out_path: str) -> None:
         device = torch.device(get_backend(session.backend).torch_device)
         results["device"] = str(device)
         model = model.to(device)
-        ids, nxt = (t.to(device) for t in inputs(spec, config.vocab_size))
         compiled = torch.compile(model, fullgraph=False, dynamic=False)
         recorders: dict[str, Any] = {}
         timings: dict[str, float] = {}
@@ -237,7 +296,7 @@ def backend_run(spec: dict, ref_path: str, out_path: str) -> None:
 
         error = None
         try:
-            logits = forward(compiled, ids, nxt, spec["modes"], on_mode)
+            logits = run_modes(compiled, spec, config, device, on_mode)
         except BaseException as exc:  # reported per mode below; the process ends normally
             logits, error = {}, exc
         for mode in spec["modes"]:

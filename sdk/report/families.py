@@ -96,6 +96,9 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     "GELU (non-gated MLP)": (),
     "ReLU² (non-gated MLP)": ("relu2",),
     "attention (bidirectional, encoder)": (),
+    "cross-attention (decoder over the encoder's output)": (),
+    "attention with relative position bias": (),
+    "ReLU (non-gated MLP)": (),
     "ALiBi attention": ("unified_attention",),
     "attention with sinks": ("unified_attention",),
     # chunk-local attention runs as chunk-local virtual sequences through the same kernel
@@ -342,6 +345,8 @@ def _attr(c: Any, name: str) -> Any:
 
 
 #: a field that holds the depth
+#: what `structure` calls positions that enter attention as a bias on its logits
+RELATIVE = "relative position bias"
 _DEPTH = re.compile(r"^(num_hidden_layers|n_layers?|num_layers|decoder_layers|encoder_layers)$")
 
 
@@ -350,7 +355,7 @@ class Structure:
     """What the model transformers builds from a config shows (see `structure`); None: cannot tell."""
     gated: bool | None = None       # the MLP multiplies a gate into its up projection
     norm: str | None = None         # "LayerNorm" or "RMSNorm": the first norm of a layer
-    positions: str | None = None    # "rotary" or "learned absolute positions"
+    positions: str | None = None    # "rotary", "learned absolute positions" or RELATIVE
 
 
 _STRUCTURES: dict[str, Structure] = {}  # config JSON -> its structure (reports ask again)
@@ -364,11 +369,15 @@ def structure(c: Any) -> Structure:
       fused), a gated one (BART's fc1 and fc2, BERT's intermediate and output, are ungated); the
       widths are the config's MLP width fields (the scale rule's `mlp_width`), or with none, any
       width a layer projects to and back from;
-    - norm: the class of the first norm module of that same layer (or, with no such layer, of the
-      first layer that projects the hidden size): nn.LayerNorm or a *LayerNorm class, a *RMSNorm
-      class or nn.RMSNorm; the text layer's, not a vision or protein tower's;
-    - positions: a *Rotary* module anywhere is rotary; else an nn.Embedding named for positions is
+    - norm: the first norm module (nn.LayerNorm, nn.RMSNorm, a *LayerNorm or *RMSNorm class) of
+      that same layer (or, with no such layer, of the first layer that projects the hidden size),
+      LayerNorm when it removes the mean and RMSNorm when not (`_norm_kind`; by its class name where
+      it cannot run); the text layer's, not a vision or protein tower's;
+    - positions: a *Rotary* module anywhere is rotary; an nn.Embedding named relative_* or rel_* is
+      a relative position bias (T5's buckets, DeBERTa); else an nn.Embedding named for positions is
       learned absolute positions (BART, Whisper, BERT).
+    The model is the causal LM, or for an encoder-decoder (T5, BART) or an encoder (BERT, DeBERTa)
+    the class the model tier builds (its sequence-to-sequence or masked LM).
     A field is None when the model cannot tell (no causal or text model class, a build that fails,
     projections that are not nn.Linear, experts kept as 3-D weights): the tables decide then."""
     try:
@@ -382,7 +391,7 @@ def structure(c: Any) -> Structure:
 
 def _structure(c: Any) -> Structure:
     import torch
-    from ..modeltier.classes import model_class
+    from ..modeltier.classes import model_class, other_class
     from ..modeltier.scale import mlp_width
     from ..models.hfconfig import config_object, quiet_transformers
     try:
@@ -391,6 +400,9 @@ def _structure(c: Any) -> Structure:
         widths = {v for k, v in d.items() if type(v) is int and v > 0 and mlp_width(k)}
         with quiet_transformers():  # importing a modeling module may warn (FLA without a GPU)
             cls, _ = model_class(c, multimodal_part=False)
+            if cls is None or getattr(c, "is_encoder_decoder", False) or d.get("is_decoder") is False:
+                # an encoder-decoder's whole model, an encoder's masked LM (or base model)
+                cls = other_class(c, seq2seq=bool(getattr(c, "is_encoder_decoder", False)))[0] or cls
         if cls is None:
             return Structure()
         depth = d.get("num_hidden_layers")
@@ -412,14 +424,16 @@ def _structure(c: Any) -> Structure:
         kind = type(mod).__name__
         if "Rotary" in kind:
             rotary = "rotary"
+        elif re.match(r"rel(ative)?_", parts[-1].lower()) and isinstance(mod, torch.nn.Embedding):
+            positions = RELATIVE  # T5's bucketed bias, DeBERTa's relative embeddings
         elif positions is None and "pos" in parts[-1].lower() and isinstance(mod, torch.nn.Embedding) \
                 and "Sinusoidal" not in kind:  # RoFormer's sinusoidal table feeds its rotary
             positions = "learned absolute positions"
         if layer is not None and layer not in norms:
-            if isinstance(mod, torch.nn.LayerNorm) or kind.endswith("LayerNorm"):
-                norms[layer] = "LayerNorm"
-            elif kind.endswith("RMSNorm") or isinstance(mod, getattr(torch.nn, "RMSNorm", ())):
-                norms[layer] = "RMSNorm"
+            named = "LayerNorm" if isinstance(mod, torch.nn.LayerNorm) or kind.endswith("LayerNorm") else \
+                "RMSNorm" if kind.endswith("RMSNorm") or isinstance(mod, getattr(torch.nn, "RMSNorm", ())) else None
+            if named:
+                norms[layer] = _norm_kind(mod, hidden) or named
         shape = _projection(mod)
         if shape is not None and hidden:
             ups, downs = blocks.setdefault(layer or name.rpartition(".")[0], ([], set()))
@@ -431,6 +445,30 @@ def _structure(c: Any) -> Structure:
     if layer is None:  # experts as 3-D weights: the first layer that reads the hidden state
         layer = next((name for name, (ups, _) in blocks.items() if ups and name in norms), None)
     return Structure(gated, norms.get(layer) if layer is not None else None, rotary or positions)
+
+
+def _norm_kind(mod: Any, hidden: int | None) -> str | None:
+    """"LayerNorm" when a norm module removes its input's mean (adding a constant to every element
+    leaves its output as it was), "RMSNorm" when it does not (T5's and CPM-Ant's *LayerNorm classes
+    are RMS norms); None when a copy of it cannot run on the CPU (its class name decides then). Its
+    parameters are set to one: the test needs only that they are the same for both inputs."""
+    import copy
+    import torch
+    try:
+        norm = copy.deepcopy(mod).to_empty(device="cpu")
+        with torch.no_grad():
+            for t in [*norm.parameters(), *norm.buffers()]:
+                if t.is_floating_point():
+                    t.fill_(1.0)
+            width = next((int(p.shape[-1]) for p in norm.parameters() if p.dim() >= 1), hidden)
+            x = torch.linspace(-1.0, 2.0, width).reshape(1, 1, width)  # mean 0.5, not centred
+            a, b = (norm(v) for v in (x, x + 3.0))
+        a, b = (v[0] if isinstance(v, tuple) else v for v in (a, b))
+        if not (torch.isfinite(a).all() and torch.isfinite(b).all()) or a.shape != x.shape:
+            return None
+        return "LayerNorm" if torch.allclose(a, b, rtol=1e-4, atol=1e-4) else "RMSNorm"
+    except Exception:  # a norm that takes other arguments, or keeps state it cannot copy
+        return None
 
 
 def _projection(mod: Any) -> tuple[int, int] | None:
@@ -580,6 +618,7 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
         return [Family(n, w) for n, w in fams.items()]
     mt = c.model_type
     encoder = _encoder_only(data, mt)
+    seq2seq = not encoder and bool(data.get("is_encoder_decoder") or getattr(c, "is_encoder_decoder", False))
 
     # ------------------------------------------------------------------ mixers, layer by layer
     layer_types = _get(c, "layer_types")
@@ -623,23 +662,26 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
                                 "ffn_act_fn", "afn", "ff_activation", "dense_act_fn")
                     if _get_block(c, k) is not None), "")
     act = _get_block(c, act_key) if act_key else FIXED_ACT.get(mt, "")
+    if not act_key and isinstance(_get(c, "gelu_activation"), bool):  # XLM: GELU, else ReLU
+        act_key, act = "gelu_activation", "gelu" if c.gelu_activation else "relu"
     act = str(act.get("name", "") if isinstance(act, dict) else act).lower()  # DBRX: {"name": "silu"}
     given = {**data, **(data.get("text_config") or {})}
     gated = built.gated if act and act != "none" else None  # from the model itself, where it can tell
-    non_gated = mt in NON_GATED_MLP if gated is None else not gated
+    non_gated = (mt in NON_GATED_MLP or encoder) if gated is None else not gated
     has_mlp = mt not in PURE_SSM and (mt != "nemotron_h" or MLP_LAYER in mixers or moe)
     if has_mlp:
         why = f"{act_key or 'activation'}={act}" + ("" if not act_key or act_key in given else
                                                      f" ({type(c).__name__} default)")
         gelu = act.startswith("gelu")
-        if encoder:
-            need("GELU (non-gated MLP)" if gelu else "SiLU-and-mul", f"{why} (encoder MLP)")
+        if encoder and non_gated and gelu:
+            need("GELU (non-gated MLP)", f"{why} (encoder MLP)")
         elif _get(c, "swiglu_limit") is not None:
             mxfp4_experts = moe and any(f == "MXFP4 GEMM" for f, _ in _quantization(data.get("quantization_config")))
             need("clamped SwiGLU fused in the MXFP4 experts" if mxfp4_experts else "clamped SwiGLU (swiglu_limit)",
                  f"swiglu_limit={c.swiglu_limit}")
-        elif non_gated and (gelu or act == "relu2"):
-            need("GELU (non-gated MLP)" if gelu else "ReLU² (non-gated MLP)", f"{why} (no gate projection)")
+        elif non_gated and (gelu or act in ("relu2", "relu")):
+            need("GELU (non-gated MLP)" if gelu else "ReLU² (non-gated MLP)" if act == "relu2" else
+                 "ReLU (non-gated MLP)", f"{why} (no gate projection)")
         elif not non_gated and act in ("silu", "swish"):
             need("SiLU-and-mul", why)
         elif not non_gated and gelu:
@@ -657,6 +699,9 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
 
     # ------------------------------------------------------------------ attention
     mla = ATTN in mixers and _get(c, "kv_lora_rank") is not None
+    if ATTN in mixers and seq2seq:  # besides the decoder's own attention, below
+        need("attention (bidirectional, encoder)", "is_encoder_decoder (its encoder)")
+        need("cross-attention (decoder over the encoder's output)", "is_encoder_decoder (its decoder)")
     if ATTN in mixers and encoder:
         need("attention (bidirectional, encoder)", f"model_type={mt}" if mt in ENCODERS else "architectures")
     elif ATTN in mixers and not mla:  # MLA replaces GQA attention (its family below)
@@ -695,6 +740,8 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
         positions = "ALiBi"
     if encoder or str(_get(c, "position_embedding_type") or "") == "absolute":
         positions = positions or "learned absolute positions"
+    if ATTN in mixers and positions == RELATIVE:
+        need("attention with relative position bias", f"model_type={mt} (a bias from the query-key distance)")
     if ATTN in mixers and positions == "ALiBi":
         need("ALiBi attention", "alibi" if _get(c, "alibi") is True else f"model_type={mt}")
     if ATTN in mixers and not positions and not mla:

@@ -666,8 +666,19 @@ def test_an_encoder_decoder_needs_encoder_and_cross_attention(tmp_path, model_ty
 
 
 def test_xlm_activation_is_read_from_gelu_activation(tmp_path):
-    """XLM says its activation with a flag (gelu_activation): GELU when true, ReLU when false."""
+    """XLM says its activation with a flag (gelu_activation): GELU when true, ReLU when false; and
+    with causal: false that it is an encoder (FlauBERT too), which no table of model types says."""
     from transformers import CONFIG_MAPPING
     cfg = {**json.loads(CONFIG_MAPPING["xlm"]().to_json_string(use_diff=False)), "model_type": "xlm"}
     assert "GELU (non-gated MLP)" in families(_write(tmp_path, {**cfg, "gelu_activation": True}, "a.json"))
     assert "ReLU (non-gated MLP)" in families(_write(tmp_path, {**cfg, "gelu_activation": False}, "b.json"))
+    flaubert = families(_defaults(tmp_path, "flaubert"))
+    assert {"attention (bidirectional, encoder)", "GELU (non-gated MLP)"} <= set(flaubert)
+    assert "attention (paged decode)" not in flaubert
+
+
+def test_an_encoders_activation_under_its_own_field_name(tmp_path):
+    """DistilBERT names it `activation`; ESM has none and always applies GELU."""
+    for model_type in ("distilbert", "esm"):
+        fams = families(_defaults(tmp_path, model_type))
+        assert "GELU (non-gated MLP)" in fams and not any(f.startswith("cannot classify") for f in fams), fams

@@ -451,6 +451,10 @@ def test_a_composite_config_carrying_is_decoder_false_is_not_an_encoder(tmp_path
     assert job.model_class.endswith(":EvollaForProteinText2Text") and job.kind == "decoder"
     job = _plan_config(tmp_path, "roberta", _defaults("roberta"))
     assert job.kind == "encoder" and job.model_class.endswith(":RobertaForMaskedLM")
+    job = _plan_config(tmp_path, "xlm", _defaults("xlm"))  # XLM says it with causal: false
+    assert job.kind == "encoder" and job.modes == ("prefill",)
+    job = _plan_config(tmp_path, "xlm_causal", {**_defaults("xlm"), "causal": True})
+    assert job.kind == "decoder" and job.modes == ("prefill", "decode")
 
 
 @pytest.mark.parametrize("model_type", ["pi0", "vit"])

@@ -111,3 +111,29 @@ def other_class(config: Any, seq2seq: bool) -> tuple[type | None, str]:
         return None, f"its model reads {reads}, not token ids"
     return None, "transformers has no " + ("sequence-to-sequence language model" if seq2seq else
                                           "masked language model or base model") + " for it"
+
+
+def says_encoder(config: Any) -> bool:
+    """Whether a config says its model is an encoder (attention both ways, no cache): a BERT-family
+    config with is_decoder false (a composite config, a protein encoder beside a causal decoder as
+    in Evolla, only carries the flag), or XLM's and FlauBERT's causal false."""
+    bert = "add_cross_attention" in config.to_dict() and not getattr(config, "is_decoder", True) \
+        and not getattr(type(config), "sub_configs", None)
+    return bert or getattr(config, "causal", None) is False
+
+
+def classify(full: Any, text: Any) -> tuple[str, type | None, str]:
+    """(kind, class, what it compares) of a config: `full` the whole model's config, `text` its text
+    decoder's (the same object for a text model). kind "decoder": a causal language model (a
+    prefill, then decode steps with the cache); "seq2seq": an encoder-decoder reading token ids (the
+    encoder over the tokens and a decoder prompt, then decode steps with the decoder's cache);
+    "encoder": attention both ways and no cache (one forward pass). Where the kind has no class the
+    tier can build, the class is None and the third field says why in a few words."""
+    if getattr(full, "is_encoder_decoder", False) or getattr(text, "is_encoder_decoder", False):
+        return ("seq2seq", *other_class(full, seq2seq=True))
+    multimodal_part = type(text) is not type(full)
+    if not says_encoder(text):
+        cls, output = model_class(text, multimodal_part=multimodal_part)
+        if cls is not None or multimodal_part:
+            return "decoder", cls, output
+    return ("encoder", *other_class(text, seq2seq=False))

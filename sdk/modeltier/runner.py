@@ -106,30 +106,15 @@ _RUNS = ("the model tier runs language models that read token ids: decoders (a p
 
 
 def _classify(mt: str, full, text) -> tuple[str, type, str]:
-    """(kind, the class the model tier builds, what it compares: "logits" or "hidden states").
-    kind "decoder": a causal language model (prefill, then decode steps with the cache); "seq2seq":
-    an encoder-decoder (the encoder over the tokens and a decoder prefill, then decode steps with
-    the decoder's cache); "encoder": attention both ways and no cache (one forward pass).
-    ConfigError for a config with none of these that reads token ids."""
-    from .classes import model_class, other_class
-    if getattr(full, "is_encoder_decoder", False) or getattr(text, "is_encoder_decoder", False):
-        cls, output = other_class(full, seq2seq=True)
-        if cls is None:
-            raise ConfigError(f"model_type '{mt}' is an encoder-decoder model and {output}; {_RUNS}")
-        return "seq2seq", cls, output
-    # a BERT-family config says with is_decoder whether its attention is causal and keeps a cache; a
-    # composite config (a protein encoder beside a causal decoder, as in Evolla) only carries the flag
-    encoder = "add_cross_attention" in text.to_dict() and not getattr(text, "is_decoder", True) \
-        and not getattr(type(text), "sub_configs", None)
-    multimodal_part = type(text) is not type(full)
-    if not encoder:
-        cls, output = model_class(text, multimodal_part=multimodal_part)
-        if cls is not None:
-            return "decoder", cls, output
-    if not multimodal_part:
-        cls, output = other_class(text, seq2seq=False)
-        if cls is not None:
-            return "encoder", cls, output
+    """(kind, the class the model tier builds, what it compares) as `classes.classify` says;
+    ConfigError, in one line, for a config the tier cannot run."""
+    from .classes import classify
+    kind, cls, output = classify(full, text)
+    if cls is not None:
+        return kind, cls, output
+    if kind == "seq2seq":
+        raise ConfigError(f"model_type '{mt}' is an encoder-decoder model and {output}; {_RUNS}")
+    if kind == "encoder":
         raise ConfigError(f"model_type '{mt}' has no causal language model and {output}; {_RUNS}")
     raise ConfigError(f"model_type '{mt}' has no causal language model or text decoder in the installed "
                       f"transformers; {_RUNS}")

@@ -248,7 +248,8 @@ SCALED_RESIDUAL = {**dict.fromkeys(("granite", "granitemoe", "granitemoeshared",
                    "falcon_h1": "the attention and Mamba branches are scaled by their multipliers and summed",
                    "minimax": "the residual and the block output are scaled by the layer's alpha / beta factors"}
 FIXED_ACT = {"bloom": "gelu", "mpt": "gelu", "falcon": "gelu",
-             "lfm2": "silu", "lfm2_moe": "silu"}  # Lfm2MLP: w2(silu(w1 x) * w3 x), no activation field
+             "lfm2": "silu", "lfm2_moe": "silu",  # Lfm2MLP: w2(silu(w1 x) * w3 x), no activation field
+             "esm": "gelu"}  # EsmIntermediate: ESM's own erf GELU, no activation field
 
 #: dense quantized GEMM family -> the family of a MoE model's routed experts in the same format
 MOE_QUANT = {"fp8 block-scaled GEMM": "fp8 block-scaled MoE experts",
@@ -306,6 +307,11 @@ ROUTING = {
     # sigmoid scores + correction bias, top-k over all experts, the chosen scores renormalised: the
     # grouped router with one group
     "minimax_m2": (GROUPED, "sigmoid scores + e_score_correction_bias, top-k over one group"),
+    # the encoder-decoder MoEs: an expert's capacity also bounds the tokens it takes
+    "switch_transformers": (SOFTMAX, "softmax over the expert logits, top-1 (tokens past an expert's "
+                                     "capacity skip it)"),
+    "nllb-moe": (SOFTMAX, "softmax over the expert logits, top-2, the two renormalised (tokens past an "
+                          "expert's capacity skip it)"),
 }
 
 
@@ -517,9 +523,19 @@ def _rope_dicts(c: Any) -> list[dict]:
     return nested or [rp]
 
 
-def _encoder_only(data: dict[str, Any], model_type: str) -> bool:
+def _encoder_only(data: dict[str, Any], model_type: str, c: Any = None) -> bool:
+    """Whether the model is an encoder: the model tier runs it as one (`classify`), its model type
+    is one, or every architecture it names is an encoder's head."""
+    from ..modeltier.classes import classify
     if data.get("is_decoder") is True or data.get("is_encoder_decoder") is True:
         return False
+    if c is not None and "text_config" not in data and not getattr(c, "is_encoder_decoder", False):
+        try:  # as the model tier classes it: BERT-family is_decoder, XLM's causal, a masked LM only (ESM)
+            kind, cls, output = classify(c, c)
+        except Exception:  # an import transformers cannot do: the tables decide
+            kind, cls, output = "", None, ""
+        if kind == "encoder" and cls is not None and output == "logits":  # a masked LM, not a text tower
+            return True
     archs = data.get("architectures")
     archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
     return model_type in ENCODERS or (bool(archs) and all(a.endswith(_ENCODER_HEADS) for a in archs))
@@ -617,7 +633,7 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
         need(problem, "model_type")
         return [Family(n, w) for n, w in fams.items()]
     mt = c.model_type
-    encoder = _encoder_only(data, mt)
+    encoder = _encoder_only(data, mt, c)
     seq2seq = not encoder and bool(data.get("is_encoder_decoder") or getattr(c, "is_encoder_decoder", False))
 
     # ------------------------------------------------------------------ mixers, layer by layer
@@ -659,7 +675,7 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
     experts = _get_block(c, "num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
     moe = isinstance(experts, int) and experts > 1 and (mt != "nemotron_h" or MOE_LAYER in mixers)
     act_key = next((k for k in ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function",
-                                "ffn_act_fn", "afn", "ff_activation", "dense_act_fn")
+                                "ffn_act_fn", "afn", "ff_activation", "dense_act_fn", "activation")
                     if _get_block(c, k) is not None), "")
     act = _get_block(c, act_key) if act_key else FIXED_ACT.get(mt, "")
     if not act_key and isinstance(_get(c, "gelu_activation"), bool):  # XLM: GELU, else ReLU
@@ -738,7 +754,8 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
         positions = f"none (position_embedding_type={_get(c, 'position_embedding_type')})"
     if _get(c, "alibi") is True:
         positions = "ALiBi"
-    if encoder or str(_get(c, "position_embedding_type") or "") == "absolute":
+    rotary = built.positions == "rotary" or any("rotary" in k for k in c.to_dict())  # RoFormer: rotary_value
+    if (encoder and not rotary) or str(_get(c, "position_embedding_type") or "") == "absolute":
         positions = positions or "learned absolute positions"
     if ATTN in mixers and positions == RELATIVE:
         need("attention with relative position bias", f"model_type={mt} (a bias from the query-key distance)")

@@ -243,3 +243,18 @@ def test_a_config_no_manifest_knows_runs_end_to_end(tmp_path):
         assert all(k["ops"] and "tt.store" in k["ops"] for k in r.kernels)
         assert sum("tt.load" in k["ops"] for k in r.kernels) >= 5
     assert "triton_" in proc.stdout  # -v lists the kernels
+
+
+def test_an_encoder_decoder_and_an_encoder_run_end_to_end(tmp_path):
+    """T5 (relative position bias, an encoder and a decoder with its cache) runs its prefill and a
+    decode step through cpu_interp's Triton; BERT (attention both ways) its one forward pass, and
+    records no decode; both match eager."""
+    t5 = _write(tmp_path, "t5", {**_config("t5"), "model_type": "t5"})
+    bert = _write(tmp_path, "bert", {**_config("bert"), "model_type": "bert"})
+    out = tmp_path / "e.jsonl"
+    proc = _day0("model", str(t5), str(bert), "--jobs", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    recs = {(r.kernel, r.case): r for r in load_results(out).records}
+    assert set(recs) == {("t5", "prefill"), ("t5", "decode"), ("bert", "prefill")}
+    for r in recs.values():
+        assert r.status == "pass" and r.rmse < 1e-3 and r.kernels, r

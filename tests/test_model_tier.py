@@ -651,3 +651,16 @@ def test_an_encoder_runs_one_pass_that_sees_both_ways(tmp_path):
     with torch.no_grad():
         a, b = (model(input_ids=x).logits for x in (ids, other))
     assert not torch.allclose(a[:, 0], b[:, 0])
+
+
+@pytest.mark.parametrize("model_type, kind, cls", [
+    ("modernvbert", "encoder", "ModernBertModel"),  # a multimodal model whose text model is an encoder
+    ("clip", "encoder", "CLIPTextModel"),            # a text tower that keeps no cache: one pass
+    ("qwen2_vl", "decoder", "Qwen2VLTextModel"),     # a text model that takes its cache back
+    ("t5", "seq2seq", "T5ForConditionalGeneration"),
+    ("esm", "encoder", "EsmForMaskedLM"),            # no causal LM in transformers, a masked LM
+])
+def test_each_config_is_run_as_the_kind_of_model_it_is(model_type, kind, cls):
+    from sdk.modeltier.runner import _text_config
+    _, _, found, _, got = _text_config({"model_type": model_type})
+    assert (got, found.__name__) == (kind, cls)

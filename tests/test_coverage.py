@@ -586,6 +586,7 @@ def test_deepseek_v2_router_follows_its_topk_method(tmp_path, method, router):
     ("xglm", "GELU (non-gated MLP)"),
     ("openai-gpt", "GELU (non-gated MLP)"),            # Conv1D projections, no width field: afn
     ("xlnet", "GELU (non-gated MLP)"),                 # its width is d_inner: read off the layer
+    ("funnel", "GELU (non-gated MLP)"),                # blocks.0.0: a layer within a block of layers
     ("modernbert-decoder", "GeGLU (exact GELU-and-mul)"),  # one projection of twice the width, chunked
     ("gemma3", "GeGLU (tanh GELU-and-mul)"),
     ("llama", "SiLU-and-mul"),

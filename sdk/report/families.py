@@ -426,7 +426,7 @@ def _structure(c: Any) -> Structure:
     rotary = positions = None
     for name, mod in model.named_modules():
         parts = name.split(".")
-        layer = next((".".join(parts[:i + 1]) for i, p in enumerate(parts) if p.isdigit()), None)
+        layer = _layer_of(parts)
         kind = type(mod).__name__
         if "Rotary" in kind:
             rotary = "rotary"
@@ -451,6 +451,18 @@ def _structure(c: Any) -> Structure:
     if layer is None:  # experts as 3-D weights: the first layer that reads the hidden state
         layer = next((name for name, (ups, _) in blocks.items() if ups and name in norms), None)
     return Structure(gated, norms.get(layer) if layer is not None else None, rotary or positions)
+
+
+def _layer_of(parts: list[str]) -> str | None:
+    """The layer a module's dotted name lies in: up to its first index, and the indices right after
+    it (Funnel's blocks.0.0 is layer 0 of block 0; layers.0.mlp.experts.3 lies in layers.0)."""
+    first = next((i for i, p in enumerate(parts) if p.isdigit()), None)
+    if first is None:
+        return None
+    last = first
+    while last + 1 < len(parts) and parts[last + 1].isdigit():
+        last += 1
+    return ".".join(parts[:last + 1])
 
 
 def _norm_kind(mod: Any, hidden: int | None) -> str | None:

@@ -20,7 +20,8 @@ CONFIGS = Path(__file__).parent / "data" / "configs"
 RUNNER = {"sampling (top-k/top-p)", "model runner inputs (positions, slot mapping)"}
 ALWAYS = {"RMSNorm", "dense GEMM"} | RUNNER
 ROPES = {"RoPE (NeoX)", "partial RoPE", "interleaved RoPE", "mRoPE"}
-ROUTERS = {"top-k softmax routing", "top-k sigmoid routing", "grouped top-k routing"}
+ROUTERS_COVERED = {"top-k softmax routing", "top-k sigmoid routing", "grouped top-k routing"}
+ROUTERS = ROUTERS_COVERED | {"top-k softmax routing with a correction bias", "grouped top-k routing with softmax scores"}
 SUITE = set(registered())
 
 
@@ -501,10 +502,18 @@ def _defaults(tmp_path: Path, model_type: str) -> Path:
     ("flex_olmo", "top-k softmax routing"),
     ("jetmoe", "top-k softmax routing"),          # top-k of the logits, softmax over the chosen
     ("cohere2_moe", "top-k softmax routing"),     # its default expert_selection_fn, softmax
+    ("lfm2_moe", "grouped top-k routing"),        # sigmoid (+ expert_bias), top-k over all experts
+    ("step3p5", "grouped top-k routing"),
+    ("bailing_hybrid", "grouped top-k routing"),  # DeepSeek-V3's grouping
+    ("switch_transformers", "top-k softmax routing"),
+    ("ernie4_5_moe", "top-k softmax routing with a correction bias"),  # no suite kernel: named, not covered
+    ("longcat_flash", "top-k softmax routing with a correction bias"),
+    ("mistral4", "grouped top-k routing with softmax scores"),
 ])
 def test_routers_as_transformers_computes_them(tmp_path, model_type, router):
     fams = {f.name: f for f in config_needs(_defaults(tmp_path, model_type)).families}
     assert ROUTERS & set(fams) == {router}
+    assert bool(fams[router].kernels) == (router in ROUTERS_COVERED)  # a router no suite kernel runs is named
     assert not any(n.startswith("cannot classify: the MoE router") for n in fams)
 
 

@@ -78,6 +78,8 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     "top-k softmax routing": ("moe_topk_softmax",),
     "grouped top-k routing": ("moe_grouped_topk_sigmoid",),
     "top-k sigmoid routing": ("moe_topk_sigmoid",),
+    "top-k softmax routing with a correction bias": (),  # ERNIE-4.5, LongCat-Flash
+    "grouped top-k routing with softmax scores": (),     # Mistral-Large-3/4
     "shared-expert sigmoid gate": ("shared_expert_sigmoid_gate",),
     "fp8 block-scaled GEMM": ("gemm_fp8_block_w8a8", "fp8_per_token_group_quant"),
     "fp8 block-scaled MoE experts": ("moe_fused_gemm_fp8_block", "fp8_per_token_group_quant"),
@@ -288,6 +290,9 @@ LAYER_MIXERS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 PURE_SSM = frozenset({"mamba", "falcon_mamba", "mamba2"})  # no attention, no MLP
 SOFTMAX, SIGMOID_TOPK, GROUPED = "top-k softmax routing", "top-k sigmoid routing", "grouped top-k routing"
+#: routers no suite kernel implements: named, so that the report says what to implement next
+SOFTMAX_BIAS = "top-k softmax routing with a correction bias"
+GROUPED_SOFTMAX = "grouped top-k routing with softmax scores"
 #: the MoE router of each model type, as transformers computes it
 ROUTING = {
     **dict.fromkeys(("mixtral", "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe_text", "qwen3_vl_moe_text",
@@ -307,6 +312,17 @@ ROUTING = {
     # sigmoid scores + correction bias, top-k over all experts, the chosen scores renormalised: the
     # grouped router with one group
     "minimax_m2": (GROUPED, "sigmoid scores + e_score_correction_bias, top-k over one group"),
+    **dict.fromkeys(("dots3_note_text", "bailing_hybrid"),
+                    (GROUPED, "sigmoid scores + e_score_correction_bias, group-limited top-k")),
+    # sigmoid scores (+ a correction bias), top-k over all experts: the grouped router, one group
+    **dict.fromkeys(("afmoe", "hy_v3", "laguna", "step3p5", "minimax_m3_vl_text", "muse_spark_text"),
+                    (GROUPED, "sigmoid scores + e_score_correction_bias, top-k over one group")),
+    "lfm2_moe": (GROUPED, "sigmoid scores (+ expert_bias with use_expert_bias), top-k over one group"),
+    "flint": (GROUPED, "sigmoid scores, no bias, top-k over one group"),
+    **dict.fromkeys(("ernie4_5_moe", "ernie4_5_vl_moe_text", "longcat_flash"),
+                    (SOFTMAX_BIAS, "softmax scores, top-k of scores + e_score_correction_bias")),
+    **dict.fromkeys(("mistral4", "mistral_large4_text"),
+                    (GROUPED_SOFTMAX, "softmax scores, group-limited top-k (DeepSeek-V3's grouping)")),
     # the encoder-decoder MoEs: an expert's capacity also bounds the tokens it takes
     "switch_transformers": (SOFTMAX, "softmax over the expert logits, top-1 (tokens past an expert's "
                                      "capacity skip it)"),
@@ -316,8 +332,9 @@ ROUTING = {
 
 
 #: routers a config field chooses: model type -> (field, value, the router with that value)
-ROUTING_IF = {"deepseek_v2": ("topk_method", "greedy", (SOFTMAX, "softmax over the expert logits, top-k "
-                                                                  "(topk_method greedy; group_limited_greedy is not)")),
+ROUTING_IF = {**dict.fromkeys(("deepseek_v2", "deepseek_ocr2_text", "unlimited_ocr_text"), (
+                  "topk_method", "greedy", (SOFTMAX, "softmax over the expert logits, top-k "
+                                                     "(topk_method greedy; group_limited_greedy is not)"))),
               "cohere2_moe": ("expert_selection_fn", "softmax", (SOFTMAX, "top-k of the logits, softmax over the "
                                                                           "chosen (expert_selection_fn softmax)"))}
 

@@ -664,3 +664,26 @@ def test_each_config_is_run_as_the_kind_of_model_it_is(model_type, kind, cls):
     from sdk.modeltier.runner import _text_config
     _, _, found, _, got = _text_config({"model_type": model_type})
     assert (got, found.__name__) == (kind, cls)
+
+
+@pytest.mark.parametrize("model_type", ["plbart", "squeezebert", "t5gemma2"])
+def test_an_encoder_decoders_other_half_is_scaled_with_it(tmp_path, model_type):
+    """What the published config keeps equal stays equal: PLBart's decoder heads are its encoder
+    heads (12 of 12, which must divide the scaled width); SqueezeBERT's embedding size is its
+    hidden size; T5Gemma-2's encoder keeps a text config of its own, two levels down, as wide as
+    the decoder. Each scaled config builds (on the meta device)."""
+    from sdk.modeltier.classes import load
+    job = _plan_config(tmp_path, model_type, _defaults(model_type))
+    c = job.config
+    if model_type == "plbart":
+        assert c["decoder_attention_heads"] == c["encoder_attention_heads"] < 12
+        assert c["d_model"] % c["decoder_attention_heads"] == 0
+    elif model_type == "squeezebert":
+        assert c["embedding_size"] == c["hidden_size"] < 768
+    else:
+        assert c["encoder"]["text_config"]["hidden_size"] == c["decoder"]["hidden_size"] < 2304
+        assert c["encoder"]["text_config"]["num_hidden_layers"] <= 8
+    import torch
+    cfg = dict(c)
+    with torch.device("meta"):
+        load(job.model_class)._from_config(CONFIG_MAPPING[cfg.pop("model_type")](**cfg))

@@ -134,8 +134,7 @@ def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -
     for item in models:
         name, source, raw = _read_config(item)
         mt, text, cls, output, kind = _text_config(raw)
-        nested = {key: getattr(sub, "attribute_map", None) or {}
-                  for key, sub in (getattr(type(text), "sub_configs", None) or {}).items()}
+        nested = _sub_configs(type(text))
         aliases = getattr(type(text), "attribute_map", None)
         published = {**text.to_dict(), "model_type": mt}
         scaled, notes = scale(text.to_dict(), aliases, nested)
@@ -161,6 +160,13 @@ def plan(models: list[str], backend: str, dtypes: list[str], modes: list[str]) -
             jobs.append(Job(name, source, mt, scaled, notes, dtype, runs, backend, model_class=class_path(cls),
                             output=output, published=published, kind=kind))
     return jobs
+
+
+def _sub_configs(cls: type, depth: int = 3) -> dict[str, tuple[dict, dict]]:
+    """{field: (its config class's aliases, its own sub-configs)} of the sub-configs a config class
+    is built with (an encoder-decoder's encoder holds a text and a vision config of its own)."""
+    subs = (getattr(cls, "sub_configs", None) or {}) if depth > 0 else {}
+    return {key: (getattr(sub, "attribute_map", None) or {}, _sub_configs(sub, depth - 1)) for key, sub in subs.items()}
 
 
 def _config(cfg: dict):

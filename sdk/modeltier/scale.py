@@ -52,7 +52,7 @@ _LAYER_LIST_KEYS = ("layer_types", "layers_block_type", "block_types")
 #: a list of layer indices (attention layers of a hybrid, dense layers of an MoE ...)
 _INDEX_LIST_NAME = re.compile(r"(layer|idx|indices)")
 #: another width that equals the hidden size in the published config follows the new width
-_WIDTH_NAME = re.compile(r"(_dim|_dim_out|_width|_hidden_size)$")
+_WIDTH_NAME = re.compile(r"(_dim|_dim_out|_width|_hidden_size|^embedding_size)$")
 _TOKEN_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
                "image_token_id", "video_token_id", "boi_token_id", "eoi_token_id")
 
@@ -63,20 +63,30 @@ def describe() -> str:
 
 
 def scale(cfg: dict[str, Any], aliases: dict[str, str] | None = None,
-          nested: dict[str, dict[str, str]] | None = None, times: int = 1) -> tuple[dict[str, Any], list[str]]:
+          nested: dict[str, Any] | None = None, times: int = 1) -> tuple[dict[str, Any], list[str]]:
     """(scaled config, one line per change). `cfg` is a text model's full config dict (defaults
     filled in by its transformers config class); `aliases` is that class's `attribute_map` (the
     common name -> the field this config stores it in, e.g. "hidden_size" -> "n_embd"); `nested`
-    names the sub-configs the model is built with (field -> that config class's aliases: a byte
-    model's encoder, global and decoder, a vision tower inside the language model), each scaled by
-    the same rule; a width of one that is another's hidden size follows that one. `times`: how often
-    every layer type of a layer pattern appears (once; twice where transformers cannot build a model
-    with one layer of a type: Zamba ties one shared block across its hybrid layers)."""
+    names the sub-configs the model is built with (field -> that config class's aliases, or
+    (aliases, its own nested sub-configs): a byte model's encoder, global and decoder, a vision
+    tower inside the language model, an encoder-decoder's encoder and its text and vision parts),
+    each scaled by the same rule; a width of one that is another's hidden size follows that one.
+    `times`: how often every layer type of a layer pattern appears (once; twice where transformers
+    cannot build a model with one layer of a type: Zamba ties one shared block across its hybrid
+    layers)."""
+    d, notes, _ = _scale_tree(cfg, aliases, nested, times)
+    return d, notes
+
+
+def _scale_tree(cfg: dict[str, Any], aliases: dict[str, str] | None, nested: dict[str, Any] | None,
+                times: int = 1) -> tuple[dict[str, Any], list[str], dict]:
+    """`scale` of a config and its sub-configs, with {old hidden size: new hidden size}."""
     d, notes, widths = _scale(cfg, aliases, times)
     parts = {"": (cfg, d)}
-    for key, sub_aliases in (nested or {}).items():
+    for key, sub in (nested or {}).items():
+        sub_aliases, deeper = sub if isinstance(sub, tuple) else (sub, None)
         if isinstance(d.get(key), dict):
-            d[key], sub_notes, sub_widths = _scale(d[key], sub_aliases)
+            d[key], sub_notes, sub_widths = _scale_tree(d[key], sub_aliases, deeper)
             notes += [f"{key}.{line}" for line in sub_notes]
             parts[key + "."] = (cfg[key], d[key])
             for old, new in sub_widths.items():
@@ -88,7 +98,7 @@ def scale(cfg: dict[str, Any], aliases: dict[str, str] | None = None,
                 if new and before.get(key) == value and _OTHER_WIDTH_NAME.search(key) and "head" not in key:
                     notes.append(f"{prefix}{key}: {value} -> {new} (the hidden size it equals)")
                     after[key] = new
-    return d, notes
+    return d, notes, widths
 
 
 def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None, times: int = 1) -> tuple[dict[str, Any], list[str], dict]:
@@ -141,6 +151,9 @@ def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None, times: int = 1) 
         put("num_attention_heads", new_n)
         if d.get("num_key_value_heads") is not None:
             put("num_key_value_heads", new_kv)
+        for key, value in list(d.items()):  # the other half of an encoder-decoder (decoder_attention_heads)
+            if key.endswith("attention_heads") and key != "num_attention_heads" and value == n and type(value) is int:
+                put(key, new_n)
     if isinstance(hidden, int):
         put("hidden_size", new_hidden)
         for key, value in list(d.items()):  # e.g. a projection width, or Zamba2's attention width 2 x hidden

@@ -93,27 +93,31 @@ def encode(model, ids, on_mode=None, keep=None) -> dict[str, Any]:
 
 
 def seq2seq(model, ids, dec, nxt, modes: list[str], on_mode=None, keep=None) -> dict[str, Any]:
-    """An encoder-decoder: the prefill encodes `ids` and runs the decoder over `dec` (its logits
-    kept); a decode step feeds `nxt` to the decoder with its cache and the prefill's encoder
-    output."""
+    """An encoder-decoder, as generate() runs one: the prefill encodes `ids` (the model's encoder,
+    compiled as the model is) and runs the decoder over `dec` (its logits kept); a decode step
+    feeds `nxt` to the decoder with its cache and the same encoder output."""
     import torch
-    from transformers.modeling_outputs import BaseModelOutput
     keep = keep or _output
+    orig = getattr(model, "_orig_mod", model)
+    encoder = orig.get_encoder()
+    if model is not orig:  # the model is compiled: so is its encoder, which generate() calls apart
+        encoder = torch.compile(encoder, fullgraph=False, dynamic=False)
     params = inspect.signature(model.forward).parameters
-    takes = inspect.signature(getattr(model, "_orig_mod", model).forward).parameters
+    takes = inspect.signature(orig.forward).parameters
     mask = torch.ones_like(ids)
     out: dict[str, Any] = {}
     with torch.no_grad():
         with (on_mode("prefill") if on_mode else _null()):
-            first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec, use_cache=True)
+            encoded = encoder(input_ids=ids, attention_mask=mask)
+            first = model(encoder_outputs=encoded, attention_mask=mask, decoder_input_ids=dec, use_cache=True)
         out["prefill"] = keep(first)
         if "decode" in modes:
             cache_key = _cache_key(first, takes)
             if cache_key is None:
-                raise RuntimeError(f"transformers' {type(model).__name__} returned no decoder cache from the "
+                raise RuntimeError(f"transformers' {type(orig).__name__} returned no decoder cache from the "
                                    "prefill (use_cache=True): a decode step has nothing to continue")
             kwargs = {cache_key: getattr(first, cache_key), "use_cache": True, "attention_mask": mask,
-                      "encoder_outputs": BaseModelOutput(last_hidden_state=first.encoder_last_hidden_state)}
+                      "encoder_outputs": encoded}
             if "cache_position" in params:
                 kwargs["cache_position"] = torch.tensor([dec.shape[1]], device=dec.device)
             with (on_mode("decode") if on_mode else _null()):

@@ -130,3 +130,40 @@ def _mask(scores: torch.Tensor, qp: torch.Tensor, k_pos: torch.Tensor, lo: int, 
         if window > 0:
             seen &= qp[:, None] - kp[None, :] < window
         scores[..., c0 - lo:c1 - lo].masked_fill_(~seen, float("-inf"))
+
+
+def local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, window: int,
+                    dtype: torch.dtype = torch.float64, rows: int = 256) -> torch.Tensor:
+    """Bidirectional attention of queries q [n, HQ, Dk] over keys k [n, HKV, Dk] and values v
+    [n, HKV, Dv] of the same sequence, key j visible to query i when |i - j| <= window (ModernBERT's
+    local layers), in `dtype`: a block of `rows` queries at a time over the keys the block can see,
+    so that memory grows with the window, not the sequence. Returns [n, HQ, Dv]."""
+    n, HQ, _ = q.shape
+    G = HQ // k.shape[1]
+    out = torch.empty((n, HQ, v.shape[-1]), dtype=dtype, device=q.device)
+    for s in range(0, n, rows):
+        e = min(n, s + rows)
+        lo, hi = max(0, s - window), min(n, e + window)
+        qb = q[s:e].to(dtype).transpose(0, 1)                                  # [HQ, nb, Dk]
+        kb = k[lo:hi].to(dtype).repeat_interleave(G, dim=1).transpose(0, 1)    # [HQ, Lb, Dk]
+        vb = v[lo:hi].to(dtype).repeat_interleave(G, dim=1).transpose(0, 1)    # [HQ, Lb, Dv]
+        dist = torch.arange(s, e, device=q.device)[:, None] - torch.arange(lo, hi, device=q.device)[None, :]
+        scores = (qb @ kb.transpose(1, 2)) * scale
+        scores.masked_fill_(dist.abs() > window, float("-inf"))
+        out[s:e] = torch.softmax(scores, dim=-1).matmul(vb).transpose(0, 1)
+    return out
+
+
+def encoder_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lens: list[int], scale: float,
+                      window: int = 0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Encoder attention of sequences packed along the first dimension (`lens` tokens each): every
+    token sees every token of its own sequence, or with `window` > 0 those within `window`
+    positions either side. Returns [T, HQ, Dv] in `dtype`."""
+    out = torch.empty((q.shape[0], q.shape[1], v.shape[-1]), dtype=dtype, device=q.device)
+    a = 0
+    for n in lens:
+        qs, ks, vs = q[a:a + n], k[a:a + n], v[a:a + n]
+        out[a:a + n] = local_attention(qs, ks, vs, scale, window, dtype) if window > 0 else \
+            attention(qs, ks, vs, scale, causal=False, dtype=dtype)
+        a += n
+    return out

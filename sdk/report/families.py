@@ -97,7 +97,7 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     "LayerNorm": (),
     "GELU (non-gated MLP)": (),
     "ReLU² (non-gated MLP)": ("relu2",),
-    "attention (bidirectional, encoder)": (),
+    "attention (bidirectional, encoder)": ("encoder_attention",),
     "cross-attention (decoder over the encoder's output)": (),
     "attention with relative position bias": (),
     "ReLU (non-gated MLP)": (),

@@ -183,3 +183,56 @@ _kernel(
     run=vllm_call(_kv_write_run), reference=_kv_write_reference,
     outputs=("key_cache", "value_cache"), inplace=("key_cache", "value_cache"),
     tolerance={"bf16": Tolerance(exact=True), "fp32": Tolerance(exact=True)})
+
+
+# ========================================================================= encoder attention
+def _enc_inputs(case: Case, dtype: torch.dtype, device: str, gen: torch.Generator) -> dict:
+    p = case.params
+    T = sum(p["lens"])
+    x = {n: randn(gen, T, h, p["d"], dtype=dtype, device=device) for n, h in (("q", p["hq"]), ("k", p["hk"]),
+                                                                            ("v", p["hk"]))}
+    starts = torch.tensor([0] + list(p["lens"][:-1]), dtype=torch.int32).cumsum(0).to(torch.int32)
+    x["b_start_loc"] = starts.to(device)
+    x["b_seq_len"] = torch.tensor(p["lens"], dtype=torch.int32, device=device)
+    x["o"] = torch.empty_like(x["q"])
+    return x
+
+
+def _enc_run(x: dict, case: Case) -> None:
+    """As the Triton backend's _forward_encoder_attention calls it: no cache, not causal, a layer's
+    sliding window W as (W - 1, W - 1)."""
+    from vllm.v1.attention.ops.triton_prefill_attention import context_attention_fwd
+    p = case.params
+    w = p.get("window", 0)
+    context_attention_fwd(x["q"], x["k"], x["v"], x["o"], x["b_start_loc"], x["b_seq_len"], max(p["lens"]),
+                          is_causal=False, softmax_scale=p["d"] ** -0.5,
+                          sliding_window_q=w - 1 if w else -1, sliding_window_k=w - 1 if w else -1)
+
+
+def _enc_reference(x: dict, case: Case) -> dict:
+    """Per sequence: every token over every token of its sequence (or, with a window W, those at
+    most W - 1 positions either side), in fp64."""
+    from ...refmath import encoder_attention
+    p = case.params
+    w = p.get("window", 0)
+    return {"o": encoder_attention(x["q"], x["k"], x["v"], p["lens"], p["d"] ** -0.5, w - 1 if w else 0)}
+
+
+_kernel(
+    name="lib_vllm_encoder_attention", group="lib_vllm_attention", models=(),
+    description="vllm context_attention_fwd with is_causal=False, as the Triton attention backend runs "
+                "encoder layers (embedding models' ENCODER_ONLY attention, an encoder-decoder's "
+                "encoder): packed varlen sequences, no KV cache, GQA, a local window either side.",
+    upstream="vllm: v1/attention/ops/triton_prefill_attention.py context_attention_fwd (_fwd_kernel), "
+             "called by v1/attention/backends/triton_attn.py _forward_encoder_attention",
+    cases=(Case("bert_varlen", {"lens": [37, 100, 1], "hq": 4, "hk": 4, "d": 64},
+                source="BERT-base / embedding models (12 heads x 64); heads /3, three packed sequences"),
+           Case("gqa_d72", {"lens": [81, 20], "hq": 4, "hk": 2, "d": 72},
+                source="SigLIP's head dim 72 (not a power of two), grouped KV heads as T5Gemma's encoder"),
+           Case("modernbert_local", {"lens": [300], "hq": 2, "hk": 2, "d": 64, "window": 65},
+                source="ModernBERT local layers: local_attention 128, 64 tokens either side "
+                       "(vLLM's window 65 -> 64 each way); heads /6"),
+           Case("bert_base_b8", {"lens": [512, 512, 512, 512, 384, 200, 77, 16], "hq": 12, "hk": 12, "d": 64},
+                quick=False, source="BERT-base: 12 heads x 64, a batch of eight up to 512 tokens")),
+    dtypes=DTYPES, make_inputs=_enc_inputs, run=vllm_call(_enc_run), reference=_enc_reference,
+    outputs=("o",), tolerance=RMSE)

@@ -152,7 +152,7 @@ def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None, times: int = 1) 
         if d.get("num_key_value_heads") is not None:
             put("num_key_value_heads", new_kv)
         for key, value in list(d.items()):  # the other half of an encoder-decoder (decoder_attention_heads)
-            if key.endswith("attention_heads") and key != "num_attention_heads" and value == n and type(value) is int:
+            if re.fullmatch(r"(num_)?(encoder|decoder)_attention_heads", key) and value == n and type(value) is int:
                 put(key, new_n)
     if isinstance(hidden, int):
         put("hidden_size", new_hidden)

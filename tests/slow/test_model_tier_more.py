@@ -209,8 +209,8 @@ def test_missing_ops_are_listed_with_every_kernel_that_needs_them(tmp_path):
 
 def test_refused_configs_are_their_own_class_with_the_commands_line(tmp_path):
     configs = tmp_path / "configs"
-    for name, cfg in (("bert-base", {"model_type": "bert", "architectures": ["BertForMaskedLM"]}),
-                      ("t5-small", {"model_type": "t5", "is_encoder_decoder": True}),
+    for name, cfg in (("vit-base", {"model_type": "vit"}),
+                      ("whisper-small", {"model_type": "whisper", "is_encoder_decoder": True}),
                       ("mystery", {"model_type": "no_such_arch"})):
         (configs / name).mkdir(parents=True)
         (configs / name / "config.json").write_text(json.dumps(cfg))
@@ -220,10 +220,11 @@ def test_refused_configs_are_their_own_class_with_the_commands_line(tmp_path):
     by = {m["name"]: m for m in data["models"]}
     assert data["counts"]["refused"] == 3 and data["versions"]["transformers"]
     assert all(m["exit_code"] == 2 and m["cls"] == "refused" and not m["records"] for m in by.values())
-    assert "encoder" in by["bert-base"]["reason"] and "encoder-decoder" in by["t5-small"]["reason"]
+    assert "reads pixel_values" in by["vit-base"]["reason"]
+    assert "encoder-decoder" in by["whisper-small"]["reason"] and "input_features" in by["whisper-small"]["reason"]
     assert "no_such_arch" in by["mystery"]["reason"]
     table = (tmp_path / "s.md").read_text()
-    assert "| bert-base | bert | refused | 2 |" in table
+    assert "| vit-base | vit | refused | 2 |" in table
 
 
 def test_a_config_no_manifest_knows_runs_end_to_end(tmp_path):

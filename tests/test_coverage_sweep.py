@@ -36,6 +36,7 @@ def test_outcomes_and_what_to_implement_next(tmp_path, sweep):
     (configs / "dbrx" / "config.json").write_text((DATA / "dbrx_instruct.json").read_text())
     (configs / "lfm2.json").write_text((DATA / "lfm2_2p6b_subset.json").read_text())  # its 'conv' layers
     (configs / "llama.json").write_text(models.shipped()["llama3_1"].read_text())
+    (configs / "nvfp4.json").write_text((DATA / "qwen3_coder_next_nvfp4.json").read_text())
     (configs / "notes.json").write_text('{"model_type": "no_such_model_type", "hidden_size": 8}')
     out = tmp_path / "sweep"
     proc = sweep(str(configs), "--out", str(out))
@@ -43,16 +44,17 @@ def test_outcomes_and_what_to_implement_next(tmp_path, sweep):
     result = json.loads(out.with_suffix(".json").read_text())
     rows = result["rows"]
     assert {n: r["outcome"] for n, r in rows.items()} == {"dbrx": "classified", "lfm2": "partly",
-                                                         "llama": "classified", "notes": "partly"}
-    assert "LayerNorm" in rows["dbrx"]["uncovered"] and "fused MoE" not in rows["dbrx"]["uncovered"]
+                                                         "llama": "classified", "notes": "partly",
+                                                         "nvfp4": "classified"}
+    assert rows["dbrx"]["uncovered"] == [] and rows["nvfp4"]["uncovered"] == ["NVFP4 GEMM"]
     assert rows["lfm2"]["unclassified"] == ["layer type 'conv' of model_type lfm2"]
     assert rows["llama"]["uncovered"] == [] and rows["llama"]["model_type"] == "llama"
     summary = result["summary"]
-    assert summary["outcomes"] == {"classified": 2, "partly": 2, "refused": 0, "error": 0}
-    assert summary["uncovered_families"]["LayerNorm"] == 1
+    assert summary["outcomes"] == {"classified": 3, "partly": 2, "refused": 0, "error": 0}
+    assert summary["uncovered_families"] == {"NVFP4 GEMM": 1}
     assert summary["cannot_classify"]["layer type 'conv'"] == 1
     md = out.with_suffix(".md").read_text()
-    assert "| LayerNorm | 1 |" in md and "| dbrx | dbrx | classified |" in md
+    assert "| NVFP4 GEMM | 1 |" in md and "| dbrx | dbrx | classified |" in md
 
 
 def test_bad_arguments_are_one_line_and_exit_2_and_nothing_is_overwritten(tmp_path, sweep):

@@ -94,8 +94,8 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     # chunked prefill: new tokens and cached-context chunks attended apart, merged by log-sum-exp
     "MLA prefill": ("mla_prefill", "merge_attn_states"),
     "LoRA adapters (shrink / expand)": ("lora_shrink", "lora_expand"),
-    "LayerNorm": (),
-    "GELU (non-gated MLP)": (),
+    "LayerNorm": ("layernorm",),
+    "GELU (non-gated MLP)": ("gelu",),
     "ReLU² (non-gated MLP)": ("relu2",),
     "attention (bidirectional, encoder)": ("encoder_attention",),
     "cross-attention (decoder over the encoder's output)": (),

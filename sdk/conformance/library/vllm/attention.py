@@ -14,6 +14,7 @@ ATTN_SRC = {
     "llama3_1": "Llama-3.1-8B (32 q / 8 kv heads x 128)",
     "gemma": "Gemma-2/3 local layers (sliding window, logit softcap 50)",
     "gpt_oss": "gpt-oss (64 q / 8 kv heads x 64, sliding window 128 on alternate layers, sinks)",
+    "whisper": "Whisper-large-v3's decoder cross-attention (20 heads x 64) over its encoder's 1500 frames",
 }
 
 
@@ -48,7 +49,8 @@ def _attn_inputs(case: Case, dtype: torch.dtype, device: str, gen: torch.Generat
 def _attn_reference(x: dict, case: Case) -> dict:
     """Per sequence and query head: causal attention of its queries (the last q_len positions of
     the sequence) over its keys gathered from the pages, with the sliding window (keys at most
-    window-1 positions back), tanh softcap, and a per-head sink logit in the denominator."""
+    window-1 positions back), tanh softcap, and a per-head sink logit in the denominator; a
+    cross-attention case's queries see every key (the encoder's output)."""
     p = case.params
     hq, hk, d, bs = p["hq"], p["hk"], p["d"], p["block_size"]
     window, softcap = p.get("window", 0), p.get("softcap", 0.0)
@@ -62,7 +64,7 @@ def _attn_reference(x: dict, case: Case) -> dict:
         q = x["q"][start:start + ql].double()
         pos = torch.arange(kl - ql, kl)[:, None]
         key = torch.arange(kl)[None, :]
-        allowed = key <= pos
+        allowed = key <= pos if not p.get("cross") else torch.ones(ql, kl, dtype=torch.bool)
         if window:
             allowed &= pos - key < window
         for h in range(hq):
@@ -97,7 +99,7 @@ def _attn_run(x: dict, case: Case) -> None:
     unified_attention(
         q=x["q"], k=x["k_cache"], v=x["v_cache"], out=x["out"], cu_seqlens_q=x["cu_seqlens_q"],
         max_seqlen_q=max(p["q_lens"]), seqused_k=x["seqused_k"], max_seqlen_k=max(p["k_lens"]),
-        softmax_scale=d ** -0.5, causal=True, window_size=(window - 1, 0) if window else (-1, -1),
+        softmax_scale=d ** -0.5, causal=not p.get("cross"), window_size=(window - 1, 0) if window else (-1, -1),
         block_table=x["block_table"], softcap=p.get("softcap", 0.0), q_descale=None,
         k_descale=descale, v_descale=descale, sinks=x.get("sinks"), **extra)
 
@@ -114,7 +116,8 @@ _kernel(
     models=("qwen3_5", "qwen3_next", "llama3_1", "mixtral"),
     description="vllm unified_attention over a paged KV cache (shuffled block table): varlen "
                 "prefill with cached context (chunked prefill), decode through the split-KV 3D "
-                "kernel + reduce_segments, GQA, sliding window, logit softcap and attention sinks.",
+                "kernel + reduce_segments, GQA, sliding window, logit softcap and attention sinks; "
+                "an encoder-decoder's cross-attention (causal=False over the encoder's keys).",
     upstream="vllm: v1/attention/ops/triton_unified_attention.py unified_attention "
              "(kernel_unified_attention, reduce_segments)",
     cases=(_attn_case("prefill_varlen_gqa", "qwen3_5", [17, 5, 1], [40, 5, 33], 4, 1, 256,
@@ -127,7 +130,14 @@ _kernel(
                       note="window 32 (scaled from 4096), softcap 50 (queries x12: scores reach it)"),
            _attn_case("sinks_window", "gpt_oss", [12, 1], [40, 77], 8, 1, 64, window=16, sinks=True,
                       note="heads /8, window 16 (scaled from 128), one sink logit per head"),
-           _attn_case("prefill_full", "qwen3_5", [512, 300], [512, 812], 16, 2, 256, quick=False)),
+           _attn_case("cross_attention", "whisper", [6, 1, 1], [150, 150, 120], 4, 4, 64, cross=True,
+                      note="heads /5, frames /10; causal=False as the Triton backend runs ENCODER_DECODER "
+                           "layers: a decoder prompt of 6 tokens and two decode steps over their encoder's "
+                           "keys and values in the paged cache"),
+           _attn_case("prefill_full", "qwen3_5", [512, 300], [512, 812], 16, 2, 256, quick=False),
+           _attn_case("cross_attention_full", "whisper", [32] * 4 + [1] * 12, [1500] * 16, 20, 20, 64,
+                      quick=False, cross=True, max_model_len=1536,
+                      note="a batch of 16: four 32-token decoder prompts and twelve decode steps")),
     dtypes=DTYPES, make_inputs=_attn_inputs, run=vllm_call(_attn_run), reference=_attn_reference,
     outputs=("out",), tolerance=RMSE)
 

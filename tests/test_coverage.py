@@ -674,6 +674,7 @@ def test_an_encoder_decoder_needs_encoder_and_cross_attention(tmp_path, model_ty
     assert {"attention (bidirectional, encoder)", "cross-attention (decoder over the encoder's output)",
             "attention prefill (causal GQA, no output gate)"} | extra <= set(fams)
     assert fams["attention (bidirectional, encoder)"] == covered_by("encoder_attention") and not ROPES & set(fams)
+    assert fams["cross-attention (decoder over the encoder's output)"] == covered_by("unified_attention")
     assert not any(f.startswith("cannot classify") for f in fams), fams
 
 

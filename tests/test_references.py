@@ -123,7 +123,8 @@ def old_unified(x, case):
                 s = x["softcap"] * torch.tanh(s / x["softcap"])
             if x["alibi_slopes"] is not None:
                 s = s + x["alibi_slopes"].double()[:, None, None] * (kpos[None, None, :] - qpos[None, :, None])
-            seen = kpos[None, :] <= qpos[:, None]
+            seen = kpos[None, :] <= qpos[:, None] if x.get("causal", True) else torch.ones_like(
+                kpos[None, :] <= qpos[:, None])
             if x["window"] > 0:
                 seen &= qpos[:, None] - kpos[None, :] < x["window"]
             s = s.masked_fill(~seen[None], float("-inf"))

@@ -98,7 +98,7 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     "GELU (non-gated MLP)": ("gelu",),
     "ReLU² (non-gated MLP)": ("relu2",),
     "attention (bidirectional, encoder)": ("encoder_attention",),
-    "cross-attention (decoder over the encoder's output)": (),
+    "cross-attention (decoder over the encoder's output)": ("unified_attention",),
     "attention with relative position bias": (),
     "ReLU (non-gated MLP)": (),
     "ALiBi attention": ("unified_attention",),

@@ -68,9 +68,10 @@ def _attend(m_i, l_i, acc, q, q_pos, q_ok, slopes, k_cache, v_cache, table_row, 
             scale, softcap, window, stride_kb, stride_kt, stride_kh, stride_vb, stride_vt, stride_vh,
             D: tl.constexpr, BD: tl.constexpr, PAGE: tl.constexpr, TILE: tl.constexpr,
             SOFTCAP: tl.constexpr, USE_WINDOW: tl.constexpr, USE_ALIBI: tl.constexpr,
-            PREC: tl.constexpr):
+            PREC: tl.constexpr, CAUSAL: tl.constexpr):
     """Online softmax of the rows of `q` over keys start <= j < end of one sequence; m_i (log2
-    units), l_i and the unnormalised acc carry the running state in and out."""
+    units), l_i and the unnormalised acc carry the running state in and out. Not CAUSAL: every key
+    is visible (cross-attention over an encoder's keys)."""
     offs_d = tl.arange(0, BD)
     d_ok = offs_d < D
     for n0 in range(start, end, TILE):
@@ -83,7 +84,9 @@ def _attend(m_i, l_i, acc, q, q_pos, q_ok, slopes, k_cache, v_cache, table_row, 
         s = tl.dot(q, k, input_precision=PREC) * scale
         if SOFTCAP:
             s = softcap * _tanh(s / softcap)
-        ok = q_ok[:, None] & n_ok[None, :] & (offs_n[None, :] <= q_pos[:, None])
+        ok = q_ok[:, None] & n_ok[None, :]
+        if CAUSAL:
+            ok = ok & (offs_n[None, :] <= q_pos[:, None])
         if USE_WINDOW:
             ok = ok & (q_pos[:, None] - offs_n[None, :] < window)
         if USE_ALIBI:
@@ -103,7 +106,7 @@ def _attend(m_i, l_i, acc, q, q_pos, q_ok, slopes, k_cache, v_cache, table_row, 
 
 @triton.jit
 def _query_block(cu_seqlens_q, seq_lens, pid, num_seqs, window, G: tl.constexpr, BLOCK_M: tl.constexpr,
-                 BLOCK_Q: tl.constexpr, USE_WINDOW: tl.constexpr):
+                 BLOCK_Q: tl.constexpr, USE_WINDOW: tl.constexpr, CAUSAL: tl.constexpr):
     """Where program `pid` works: its sequence, first query token, the rows' local query index and
     position, and the keys [kv_start, kv_end) any of its rows may see. q_block < 0: nothing to do."""
     seq = _find_seq(cu_seqlens_q, pid, num_seqs, BLOCK_Q)
@@ -116,7 +119,9 @@ def _query_block(cu_seqlens_q, seq_lens, pid, num_seqs, window, G: tl.constexpr,
     q_local = q_block * BLOCK_Q + rows // G
     q_ok = (rows // G < BLOCK_Q) & (q_local < q_len)
     q_pos = ctx + q_local
-    kv_end = tl.minimum(ctx + (q_block + 1) * BLOCK_Q, seq_len)   # causal reach of the last row
+    kv_end = seq_len
+    if CAUSAL:
+        kv_end = tl.minimum(ctx + (q_block + 1) * BLOCK_Q, seq_len)   # causal reach of the last row
     kv_start = 0
     if USE_WINDOW:
         kv_start = tl.maximum(ctx + q_block * BLOCK_Q - window + 1, 0)  # reach of the first row
@@ -147,10 +152,10 @@ def unified_attention_kernel(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, b
                              G: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, PAGE: tl.constexpr,
                              BLOCK_M: tl.constexpr, BLOCK_Q: tl.constexpr, TILE: tl.constexpr,
                              SOFTCAP: tl.constexpr, USE_WINDOW: tl.constexpr, USE_SINKS: tl.constexpr,
-                             USE_ALIBI: tl.constexpr, PREC: tl.constexpr):
+                             USE_ALIBI: tl.constexpr, PREC: tl.constexpr, CAUSAL: tl.constexpr):
     pid, kv_head = tl.program_id(0), tl.program_id(1)
     seq, q_start, q_block, q_local, q_pos, q_ok, kv_start, kv_end = _query_block(
-        cu_seqlens_q, seq_lens, pid, num_seqs, window, G, BLOCK_M, BLOCK_Q, USE_WINDOW)
+        cu_seqlens_q, seq_lens, pid, num_seqs, window, G, BLOCK_M, BLOCK_Q, USE_WINDOW, CAUSAL)
     if q_block < 0:
         return
     rows = tl.arange(0, BLOCK_M)
@@ -168,7 +173,7 @@ def unified_attention_kernel(q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, b
     m_i, l_i, acc = _attend(m_i, l_i, acc, b_q, q_pos, q_ok, slopes, k_cache, v_cache,
                             block_table + seq.to(tl.int64) * stride_bt, kv_head, kv_start, kv_end,
                             scale, softcap, window, stride_kb, stride_kt, stride_kh, stride_vb, stride_vt,
-                            stride_vh, D, BD, PAGE, TILE, SOFTCAP, USE_WINDOW, USE_ALIBI, PREC)
+                            stride_vh, D, BD, PAGE, TILE, SOFTCAP, USE_WINDOW, USE_ALIBI, PREC, CAUSAL)
     o = acc / l_i[:, None]
     tl.store(out + tok[:, None] * stride_ot + head[:, None] * stride_oh + offs_d[None, :],
              o.to(out.dtype.element_ty), mask=io_mask)
@@ -185,12 +190,12 @@ def unified_attention_segments_kernel(q, k_cache, v_cache, segm_acc, segm_max, s
                                       BLOCK_Q: tl.constexpr, TILE: tl.constexpr,
                                       NUM_SEGMENTS: tl.constexpr, SOFTCAP: tl.constexpr,
                                       USE_WINDOW: tl.constexpr, USE_SINKS: tl.constexpr,
-                                      USE_ALIBI: tl.constexpr, PREC: tl.constexpr):
+                                      USE_ALIBI: tl.constexpr, PREC: tl.constexpr, CAUSAL: tl.constexpr):
     """Segment `seg` of every query row's keys: writes its partial state (max in log2 units, sum of
     exponentials, unnormalised output), empty segments included (max -inf, sum 0)."""
     pid, kv_head, seg = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     seq, q_start, q_block, q_local, q_pos, q_ok, kv_start, kv_end = _query_block(
-        cu_seqlens_q, seq_lens, pid, num_seqs, window, G, BLOCK_M, BLOCK_Q, USE_WINDOW)
+        cu_seqlens_q, seq_lens, pid, num_seqs, window, G, BLOCK_M, BLOCK_Q, USE_WINDOW, CAUSAL)
     if q_block < 0:
         return
     tiles_per_seg = tl.cdiv(tl.cdiv(kv_end - kv_start, TILE), NUM_SEGMENTS)
@@ -210,7 +215,7 @@ def unified_attention_segments_kernel(q, k_cache, v_cache, segm_acc, segm_max, s
     m_i, l_i, acc = _attend(m_i, l_i, acc, b_q, q_pos, q_ok, slopes, k_cache, v_cache,
                             block_table + seq.to(tl.int64) * stride_bt, kv_head, seg_start, seg_end,
                             scale, softcap, window, stride_kb, stride_kt, stride_kh, stride_vb, stride_vt,
-                            stride_vh, D, BD, PAGE, TILE, SOFTCAP, USE_WINDOW, USE_ALIBI, PREC)
+                            stride_vh, D, BD, PAGE, TILE, SOFTCAP, USE_WINDOW, USE_ALIBI, PREC, CAUSAL)
     row = (tok * HQ + head) * NUM_SEGMENTS + seg
     tl.store(segm_acc + row[:, None] * D + offs_d[None, :], acc, mask=q_ok[:, None] & d_ok[None, :])
     tl.store(segm_max + row, m_i, mask=q_ok)
@@ -240,7 +245,7 @@ def reduce_segments_kernel(segm_acc, segm_max, segm_sum, out, stride_ot, stride_
 # ------------------------------------------------------------------------------------- launchers
 def _features(x: dict) -> dict:
     return dict(SOFTCAP=x["softcap"] > 0, USE_WINDOW=x["window"] > 0, USE_SINKS=x["sinks"] is not None,
-                USE_ALIBI=x["alibi_slopes"] is not None)
+                USE_ALIBI=x["alibi_slopes"] is not None, CAUSAL=x.get("causal", True))
 
 
 def _config(x: dict, block_m: int, tile: int, stages: int) -> dict:
@@ -376,6 +381,7 @@ def _make_inputs(case, dtype, device, gen):
     x["scale"] = p.get("scale", D ** -0.5)
     x["softcap"] = float(p.get("softcap", 0.0))
     x["window"] = int(p.get("window", 0))
+    x["causal"] = not p.get("cross", False)  # cross-attention: the decoder's queries over its encoder's keys
     x["out"] = torch.empty((T, HQ, D), dtype=dtype, device=device)
     return x
 
@@ -395,7 +401,7 @@ def _reference(x, case):
         v = x["v_cache"][pages].reshape(-1, HKV, D)[:L]
         a, e = cu[b], cu[b + 1]
         out[a:e] = attention(q[a:e], k, v, x["scale"], q_pos=L - (e - a) + torch.arange(e - a, device=q.device),
-                             causal=True, window=x["window"], sinks=x["sinks"], softcap=x["softcap"],
+                             causal=x["causal"], window=x["window"], sinks=x["sinks"], softcap=x["softcap"],
                              alibi_slopes=x["alibi_slopes"], dtype=dt)
     return {"out": out}
 
@@ -420,6 +426,8 @@ GEMMA = "Gemma-2-9B: 16 q / 8 kv heads x 256, attn_logit_softcapping 50, sliding
 ALIBI = "MPT-7B / BLOOM-7B1 style ALiBi: 32 heads x 128, slopes 2^(-8 i / H)"
 GLM = "GLM-4.5: 96 q / 8 kv heads x 128 (GQA group 12: 64-row blocks of 5 tokens)"
 L4 = "Llama-4 Scout: 40 q / 8 kv heads x 128 (GQA group 5)"
+WHISPER = ("Whisper-large-v3's decoder cross-attention: 20 heads x 64 over its encoder's 1500 frames, kept in "
+           "the paged cache (causal=False, as vLLM's Triton backend runs ENCODER_DECODER layers)")
 
 _UNIFIED_CASES = (
     Case("llama_mixed_h8x2_d128_p16", dict(q_lens=[1, 29, 13], seq_lens=[38, 29, 63], HQ=8, HKV=2, D=128,
@@ -439,6 +447,9 @@ _UNIFIED_CASES = (
                                         alibi=True),
          source="odd sizes: GQA group 3 (16-row blocks of 5 tokens), head dim 80, block size 24; "
                 "with ALiBi slopes for 6 heads (" + ALIBI + ")"),
+    Case("whisper_cross_h4_d64", dict(q_lens=[6, 1, 1], seq_lens=[150, 150, 120], HQ=4, HKV=4, D=64, page=16,
+                                      cross=True),
+         source=WHISPER + "; heads /5, frames /10; a 6-token decoder prompt and two decode steps"),
     Case("llama3_8b_mixed_b64", dict(**_mixed(56, [(1024, 0), (777, 1200), (2048, 0), (301, 3000),
                                                    (1500, 0), (64, 4000), (999, 0), (513, 2500)], 4096, 53),
                                      HQ=32, HKV=8, D=128, page=16), quick=False,
@@ -462,6 +473,9 @@ _UNIFIED_CASES = (
                                                   HQ=16, HKV=8, D=256, page=16, softcap=50.0, window=4096,
                                                   q_scale=40.0, scale=256 ** -0.5), quick=False,
          source=GEMMA + " (query_pre_attn_scalar 256); contexts past the window"),
+    Case("whisper_large_v3_cross_b16", dict(q_lens=[32] * 4 + [1] * 12, seq_lens=[1500] * 16, HQ=20, HKV=20, D=64,
+                                            page=16, cross=True), quick=False,
+         source=WHISPER + "; four 32-token decoder prompts and twelve decode steps"),
 )
 
 _ATT_TOL = {"fp32": Tolerance(atol=2e-5, rtol=1e-4), "bf16": Tolerance(atol=1e-2, rtol=1e-2),
@@ -474,7 +488,8 @@ register(KernelSpec(
     dtypes=("bf16", "fp32"), make_inputs=_make_inputs, run=_run_unified, reference=_reference,
     outputs=("out",), tolerance=_ATT_TOL,
     description="paged attention for a batch mixing prefill, chunked prefill and decode in one launch: "
-                "varlen queries, block table, GQA, sliding window, logit softcap, sinks, ALiBi",
+                "varlen queries, block table, GQA, sliding window, logit softcap, sinks, ALiBi; "
+                "non-causal for an encoder-decoder's cross-attention",
     triton_kernels=(unified_attention_kernel,),
     upstream=_VLLM + "triton_unified_attention.py kernel_unified_attention (_2d in 0.11)"))
 
@@ -495,6 +510,8 @@ register(KernelSpec(
         Case("gemma2_spec3_softcap50_w40", dict(q_lens=[3, 1], seq_lens=[90, 41], HQ=4, HKV=2, D=256, page=16,
                                                 softcap=50.0, window=40, q_scale=40.0, scale=256 ** -0.5),
              source=GEMMA + "; heads /4, window 40; 3 speculative tokens"),
+        Case("whisper_cross_decode", dict(q_lens=[1, 1], seq_lens=[150, 77], HQ=4, HKV=4, D=64, page=16, cross=True),
+             source=WHISPER + "; heads /5, frames /10; two decode steps"),
         Case("llama3_8b_decode_b16", dict(**_decode_batch(16, 8192, 401), HQ=32, HKV=8, D=128, page=16),
              quick=False, source=LLAMA + "; 16 decodes, contexts up to 8192"),
         Case("qwen3next_decode_b8_p544", dict(**_decode_batch(8, 16384, 1777), HQ=16, HKV=2, D=256, page=544),

@@ -34,6 +34,7 @@ SUITE_SUBSET = [
     ("moe_mxfp4_gemm", "odd_T7_E8_k4_gateup_swiglu_N144_K320", "bf16"),
     ("unified_attention", "gemma2_softcap50_w40_h4x2_d256", "fp32"),
     ("lora_shrink", "qkv_m37_h512_r16_l4", "fp16"),
+    ("sampling_topk_topp_mask", "B12_V1000", "fp32"),  # an integer max (arith.maxsi)
 ]
 
 

@@ -131,18 +131,15 @@ def classify(full: Any, text: Any) -> tuple[str, type | None, str]:
     tier can build, the class is None and the third field says why in a few words."""
     if getattr(full, "is_encoder_decoder", False) or getattr(text, "is_encoder_decoder", False):
         return ("seq2seq", *other_class(full, seq2seq=True))
-    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING
     multimodal_part = type(text) is not type(full)
     if not says_encoder(text):
         cls, output = model_class(text, multimodal_part=multimodal_part)
-        # a text model without an LM head whose config class has a masked LM is an encoder
-        # (ModernVBERT's ModernBERT); a multimodal model's text decoder otherwise
         if cls is not None and output == "hidden states" and not _takes_cache(cls):
-            return "encoder", cls, output  # a text tower that keeps no cache (CLIP's, SigLIP's): one pass
-        if output == "logits" or (cls is not None and _mapped(MODEL_FOR_MASKED_LM_MAPPING, type(text)) is None):
+            # a text model that keeps no cache: one pass (CLIP's and SigLIP's text towers,
+            # ModernVBERT's ModernBERT)
+            return "encoder", cls, output
+        if cls is not None or multimodal_part:  # a causal LM, or a multimodal model's text decoder
             return "decoder", cls, output
-        if cls is None and multimodal_part:
-            return "decoder", None, output
     return ("encoder", *other_class(text, seq2seq=False))
 
 

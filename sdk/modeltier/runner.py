@@ -43,7 +43,7 @@ class Job:
     model_class: str = ""       # "module:Class" the workers build (sdk.modeltier.classes)
     output: str = "logits"      # what is compared: "logits", or a text model's "hidden states"
     published: dict[str, Any] = field(default_factory=dict)  # the text config before scaling
-    kind: str = "decoder"       # "decoder", "seq2seq" or "encoder" (runner._classify)
+    kind: str = "decoder"       # "decoder", "seq2seq" or "encoder" (sdk.modeltier.classes.classify)
 
     def spec(self) -> dict[str, Any]:
         return {"config": self.config, "seed": SEED, "dtype": self.dtype, "batch": BATCH,

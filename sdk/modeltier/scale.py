@@ -53,6 +53,8 @@ _LAYER_LIST_KEYS = ("layer_types", "layers_block_type", "block_types")
 _INDEX_LIST_NAME = re.compile(r"(layer|idx|indices)")
 #: another width that equals the hidden size in the published config follows the new width
 _WIDTH_NAME = re.compile(r"(_dim|_dim_out|_width|_hidden_size|^embedding_size)$")
+#: the head count of an encoder-decoder's other half, which follows the scaled head count where equal
+_HALF_HEADS_NAME = re.compile(r"(num_)?(encoder|decoder)_attention_heads")
 _TOKEN_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "sep_token_id",
                "image_token_id", "video_token_id", "boi_token_id", "eoi_token_id")
 
@@ -152,7 +154,7 @@ def _scale(cfg: dict[str, Any], aliases: dict[str, str] | None, times: int = 1) 
         if d.get("num_key_value_heads") is not None:
             put("num_key_value_heads", new_kv)
         for key, value in list(d.items()):  # the other half of an encoder-decoder (decoder_attention_heads)
-            if re.fullmatch(r"(num_)?(encoder|decoder)_attention_heads", key) and value == n and type(value) is int:
+            if _HALF_HEADS_NAME.fullmatch(key) and value == n and type(value) is int:
                 put(key, new_n)
     if isinstance(hidden, int):
         put("hidden_size", new_hidden)

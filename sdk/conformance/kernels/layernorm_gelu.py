@@ -17,15 +17,12 @@ import torch
 import triton
 import triton.language as tl
 
+from sdk.conformance.kernels.norms import _randn
 from sdk.conformance.refmath import compute_dtype
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 _TOL = {"bf16": Tolerance(atol=2e-2, rtol=1e-2), "fp16": Tolerance(atol=2e-3, rtol=2e-3),
         "fp32": Tolerance(atol=1e-5, rtol=1.3e-5)}
-
-
-def _randn(shape, gen, dtype, device, scale=1.0, shift=0.0):
-    return (torch.randn(shape, generator=gen) * scale + shift).to(dtype).to(device)
 
 
 # ------------------------------------------------------------------------------------- layernorm

@@ -367,9 +367,9 @@ def _attr(c: Any, name: str) -> Any:
         return next((v for v in (getattr(layers[i], name, None) for i in range(len(layers))) if v is not None), None)
 
 
-#: a field that holds the depth
 #: what `structure` calls positions that enter attention as a bias on its logits
 RELATIVE = "relative position bias"
+#: a field that holds the depth
 _DEPTH = re.compile(r"^(num_hidden_layers|n_layers?|num_layers|decoder_layers|encoder_layers)$")
 
 
@@ -424,7 +424,10 @@ def _structure(c: Any) -> Structure:
         with quiet_transformers():  # importing a modeling module may warn (FLA without a GPU)
             cls, _ = model_class(c, multimodal_part=False)
             if cls is None or getattr(c, "is_encoder_decoder", False) or d.get("is_decoder") is False:
-                # an encoder-decoder's whole model, an encoder's masked LM (or base model)
+                # an encoder-decoder's whole model, an encoder's masked LM (or base model); where
+                # none reads token ids (Whisper), the causal LM. is_decoder false (transformers'
+                # default for every config) builds a decoder's base model: the same layers, and one
+                # whose LM head refuses that flag (Reformer's) still builds
                 cls = other_class(c, seq2seq=bool(getattr(c, "is_encoder_decoder", False)))[0] or cls
         if cls is None:
             return Structure()

@@ -13,18 +13,20 @@ def test_kernel_catalog_is_current():
     assert proc.returncode == 0, proc.stderr
 
 
-def test_kernel_catalog_check_says_how_to_fix_a_stale_file(tmp_path):
+def test_kernel_catalog_check_says_how_to_fix_a_stale_file(tmp_path, capsys):
+    # the entry point once as a process (test_kernel_catalog_is_current does), then its main() in this
+    # process for each mode: the same code, without a fresh interpreter's imports per call
+    from sdk.conformance.catalog import main
     stale = tmp_path / "kernels.md"
     stale.write_text("# old\n")
-    cmd = [sys.executable, "-m", "sdk.conformance.catalog", "--out", str(stale)]
-    proc = subprocess.run(cmd + ["--check"], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert proc.returncode == 1 and "stale" in proc.stderr and "--force" in proc.stderr
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert proc.returncode == 2 and "--force" in proc.stderr and stale.read_text() == "# old\n"  # untouched
-    proc = subprocess.run(cmd + ["--force"], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert proc.returncode == 0 and stale.read_text().startswith("# Conformance kernel catalog")
-    proc = subprocess.run(cmd + ["--check"], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    args = ["--out", str(stale)]
+    assert main(args + ["--check"]) == 1
+    err = capsys.readouterr().err
+    assert "stale" in err and "--force" in err
+    assert main(args) == 2
+    assert "--force" in capsys.readouterr().err and stale.read_text() == "# old\n"  # untouched
+    assert main(args + ["--force"]) == 0 and stale.read_text().startswith("# Conformance kernel catalog")
+    assert main(args + ["--check"]) == 0, capsys.readouterr().err
 
 
 def test_kernel_catalog_names_every_kernels_provenance_and_every_models_gaps():

@@ -111,24 +111,27 @@ def test_fit_checks_name_the_reason():
     assert not p.fits and any("fp64" in w for w in p.why)
 
 
-def test_cli_writes_json_and_refuses_to_overwrite(tmp_path):
+def test_cli_writes_json_and_refuses_to_overwrite(tmp_path, capsys):
     out = tmp_path / "sim.json"
-    cmd = [sys.executable, "-m", "sdk.cli", "simulate", "--device", "generic_npu,nvidia_h100",
-           "--kernels", "rmsnorm", "--out", str(out), "--cache-dir", str(tmp_path / "cache")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    args = ["simulate", "--device", "generic_npu,nvidia_h100", "--kernels", "rmsnorm", "--out", str(out),
+            "--cache-dir", str(tmp_path / "cache")]
+    proc = subprocess.run([sys.executable, "-m", "sdk.cli", *args], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "0 from the cache" in proc.stderr
     data = json.loads(out.read_text())
     entry = data["by_device"]["generic_npu"]["kernels"]["rmsnorm"]
     assert entry["time_s"] > 0 and entry["fits"] in (True, False)
     assert {r["device"] for r in data["cases"]} == {"generic_npu", "nvidia_h100"}
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 2 and "--force" in again.stderr
-    warm = subprocess.run(cmd + ["--force"], capture_output=True, text=True, timeout=300)
-    assert warm.returncode == 0 and " 0 captured" in warm.stderr, warm.stderr
+    # the rest through the same CLI's main() in this process (no fresh interpreter's imports per call)
+    from sdk.cli import main
+    assert main(args) == 2 and "--force" in capsys.readouterr().err
+    assert main(args + ["--force"]) == 0
+    warm = capsys.readouterr().err
+    assert " 0 captured" in warm, warm
     assert json.loads(out.read_text())["cases"] == data["cases"]
-    bad = subprocess.run(cmd[:-2] + ["--cache-dir", str(out), "--force"], capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 2 and "not a directory" in bad.stderr and "Traceback" not in bad.stderr
+    assert main(args[:-2] + ["--cache-dir", str(out), "--force"]) == 2
+    bad = capsys.readouterr().err
+    assert "not a directory" in bad and "Traceback" not in bad
 
 
 def test_captured_calls_are_kept_between_runs_and_captured_again_when_what_decides_them_changes(tmp_path):

@@ -18,9 +18,12 @@ pass, and sorts every outcome into a class:
   refused       the command said why in one line and exited 2 (bad input, or an architecture
                 the model tier cannot run: one that reads no token ids)
   eager         transformers' own eager model failed on the CPU (the reference), and on the
-                published config too where the meta device can tell
+                published config too where the meta device can tell (where it cannot, the
+                record says whether the published config runs is unknown)
   compile       the logits differ from eager, and so do those of torch.compile with PyTorch's own
-                Inductor on the CPU (C++, no Triton): torch.compile's failure, not the backend's
+                Inductor (on the backend's CUDA device, else on the CPU: C++, no Triton), or
+                torch.compile raised an error and raises the same one there: torch.compile's
+                failure, not the backend's
   unsupported   kernels need ops the backend lacks (every op listed in the records)
   day0          anything else: a mismatch with eager, a kernel fault, a crash, a timeout, a
                 traceback or an exit code other than 0, 1 and 2 (a day0 bug until shown otherwise)
@@ -55,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 from sdk.cli import OneLineParser  # noqa: E402
 from sdk.errors import ConfigError  # noqa: E402
 from sdk.fileio import atomic_write_text, json_text, read_bytes  # noqa: E402
-from sdk.modeltier.runner import STOCK_INDUCTOR_TOO  # noqa: E402
+from sdk.modeltier.runner import NOT_RUN, STOCK_INDUCTOR_RAISES, STOCK_INDUCTOR_TOO  # noqa: E402
 
 CLASSES = ("pass", "refused", "eager", "compile", "unsupported", "day0", "not run")
 MAX_CONFIG_BYTES = 16 << 20
@@ -167,7 +170,9 @@ def classify(code: int | str, stderr: str, records: list[dict]) -> tuple[str, st
     reason = f"{first['mode']}/{first['dtype']} {first['status']}: {first['detail']}"[:400]
     if all(r["detail"].startswith("eager reference failed") for r in bad):
         return "eager", reason
-    if all(r["status"] == "fail" and STOCK_INDUCTOR_TOO in r["detail"] for r in bad):
+    failed = [r for r in bad if r["detail"] != NOT_RUN] or bad  # a mode after a failed one did not run
+    if all((r["status"] == "fail" and STOCK_INDUCTOR_TOO in r["detail"]) or
+           (r["status"] == "error" and STOCK_INDUCTOR_RAISES in r["detail"]) for r in failed):
         return "compile", reason
     if all(r["status"] == "unsupported" for r in bad):
         return "unsupported", reason
@@ -225,8 +230,10 @@ def to_markdown(outcomes: list[Outcome], args: argparse.Namespace, runs: list[di
                      f"| {recs} | {_cell(o.reason)[:300]} |")
     lines += ["", "classes: pass = every (mode, dtype) runs and matches eager; refused = one line, exit 2; "
               "eager = transformers' eager model fails on the CPU (and, where the meta device can tell, on the published "
-              "config too: a scaled config that breaks a model the published one runs is class day0); unsupported = ops the backend lacks; "
-              "compile = the logits differ from eager with PyTorch's own Inductor on the CPU too (C++, no Triton); "
+              "config too: a scaled config that the meta device fails while it runs the published one is class day0); "
+              "unsupported = ops the backend lacks; "
+              "compile = the logits differ from eager, or torch.compile raises, with PyTorch's own Inductor too (on the "
+              "backend's CUDA device, else on the CPU: C++, no Triton); "
               "day0 = a day0 bug until shown otherwise; not run = the sweep stopped before it.", ""]
     return "\n".join(lines)
 

@@ -52,6 +52,13 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
              {"mode": "prefill", "dtype": "fp32", "status": "fail",
               "detail": f"logits differ; {model_sweep.STOCK_INDUCTOR_TOO} (relative RMSE 1.1)"}], "day0"),
     (0, "", [{"mode": "decode", "dtype": "fp32", "status": "fail", "detail": "logits differ"}], "day0"),
+    (1, "", [{"mode": "prefill", "dtype": "bf16", "status": "error",
+              "detail": f"InductorError: x (ValueError); {model_sweep.STOCK_INDUCTOR_RAISES}: torch.compile's"},
+             {"mode": "decode", "dtype": "bf16", "status": "error", "detail": model_sweep.NOT_RUN}], "compile"),
+    (1, "", [{"mode": "prefill", "dtype": "bf16", "status": "error",
+              "detail": "InductorError: x (ValueError); PyTorch's own Inductor runs this mode (on the CPU: C++, no Triton)"},
+             {"mode": "decode", "dtype": "bf16", "status": "error", "detail": model_sweep.NOT_RUN}], "day0"),
+    (1, "", [{"mode": "prefill", "dtype": "bf16", "status": "error", "detail": model_sweep.NOT_RUN}], "day0"),
     ("timeout", "", [], "day0"),
     (-9, "", [], "day0"),
 ])

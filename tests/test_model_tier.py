@@ -687,3 +687,48 @@ def test_an_encoder_decoders_other_half_is_scaled_with_it(tmp_path, model_type):
     cfg = dict(c)
     with torch.device("meta"):
         load(job.model_class)._from_config(CONFIG_MAPPING[cfg.pop("model_type")](**cfg))
+
+
+@pytest.mark.parametrize("published, scaled, starts, says", [
+    ((1, "RuntimeError: heads must divide"), None, "eager reference failed", "fails on the published config too"),
+    ((0, ""), (1, "RuntimeError: heads must divide"), "day0 bug", "where the scaled config fails"),
+    ((0, ""), (0, ""), "eager reference failed", "so the failure is not one of shapes"),
+    ((1, "NotImplementedError: no meta kernel"), None, "eager reference failed", "the meta device cannot run it"),
+])
+def test_whose_eager_failure_it_is_follows_both_configs_on_the_meta_device(monkeypatch, published, scaled,
+                                                                          starts, says):
+    """A reference that fails on the scaled config is the scale rule's fault only when the meta
+    device runs the published config and fails the scaled one; where it runs both, the failure is
+    not one of shapes (an fp32 tensor built inside a bf16 model), and the published model may share
+    it: unknown, never a day0 bug."""
+    from sdk.modeltier import runner
+    calls = []
+
+    def fake(args, timeout):
+        calls.append(args)
+        code, last = scaled if args[-1] == "scaled" else published
+        return code, f"Traceback (most recent call last):\n{last}\n" if last else ""
+    monkeypatch.setattr(runner, "_python", fake)
+    got = runner._published_verdict("RuntimeError: mat1 and mat2 must have the same dtype", "spec.json", 60)
+    assert got.startswith(starts) and says in got, got
+    assert [a[-1] for a in calls] == (["spec.json", "scaled"] if scaled else ["spec.json"])
+
+
+def test_an_error_torch_compile_raises_is_checked_against_stock_inductor(monkeypatch, tmp_path):
+    """An error raised under torch.compile (not a kernel's fault) is put to PyTorch's own Inductor
+    on the CPU: the same error there makes it torch.compile's, a mode that runs there keeps it the
+    backend's; a mode after the failed one is left as it is."""
+    from sdk.modeltier import runner
+    job = type("J", (), {"dtype": "bf16"})()
+    err = "InductorError: The argument '((0)) + 1' is not comparable. (ValueError)"
+    for stock, expect in (({"rmse": {}, "error": err, "where": "on cuda:0"}, runner.STOCK_INDUCTOR_RAISES + " (on cuda:0)"),
+                          ({"rmse": {"prefill": 0.01}, "error": None, "where": "on the CPU"}, "runs this mode (on the CPU)"),
+                          ({"rmse": {}, "error": "KeyError: 'x'", "where": "on the CPU"},
+                           "raises another error (on the CPU): KeyError: 'x'")):
+        out = tmp_path / "stock.json"
+        out.write_text(json.dumps(stock))
+        monkeypatch.setattr(runner, "_python", lambda args, timeout: (0, ""))
+        records = [{"case": "prefill", "status": "error", "detail": err},
+                   {"case": "decode", "status": "error", "detail": runner.NOT_RUN}]
+        runner._stock_inductor_verdict(job, records, "spec.json", "ref.pt", str(out), 60)
+        assert expect in records[0]["detail"] and records[1]["detail"] == runner.NOT_RUN, records

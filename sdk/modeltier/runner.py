@@ -271,49 +271,63 @@ def run_job(job: Job, timeout: float = 600.0) -> list[dict]:
                     for m in job.modes]
         with open(out) as fh:
             result = json.load(fh)
-        records = []
+        records, raised = [], False
         for mode in job.modes:
             entry = result["modes"].get(mode)
             records.append({**base, "case": mode, "wall_s": wall, **_judge(job, entry, result)})
-        if any(r["status"] == "fail" for r in records):
+            raised = raised or bool(entry and "error" in entry and records[-1]["detail"] == entry["error"])
+        if raised or any(r["status"] == "fail" for r in records):
             _stock_inductor_verdict(job, records, spec, ref, os.path.join(tmp, "stock.json"),
                                     timeout - (time.monotonic() - t0))
     return records
 
 
 #: how a record says PyTorch's own Inductor differs from eager as the backend's run does
-STOCK_INDUCTOR_TOO = "PyTorch's own Inductor on the CPU (C++, no Triton) differs from eager too"
+STOCK_INDUCTOR_TOO = "PyTorch's own Inductor differs from eager too"
+#: how a record says PyTorch's own Inductor raises what the backend's run raised
+STOCK_INDUCTOR_RAISES = "PyTorch's own Inductor raises the same error"
+#: the record of a mode that did not run because the one before it failed
+NOT_RUN = "not run: an earlier mode failed"
 
 
 def _stock_inductor_verdict(job: Job, records: list[dict], spec: str, ref: str, out: str, timeout: float) -> None:
-    """After logits that differ from eager: the same model under torch.compile with Inductor's own
-    CPU code generation. A mode that differs there too is torch.compile's failure, not the
-    backend's, and its record says so; otherwise the records stand as they are."""
+    """After logits that differ from eager, or an error raised under torch.compile (not a kernel's
+    fault or a missing op): the same model under torch.compile with PyTorch's own Inductor (on the
+    backend's CUDA device, else on the CPU: `worker.stock_device`). A mode that differs there too,
+    or raises the same error, is torch.compile's failure, not the backend's, and its record says
+    so; otherwise the records stand as they are, with what the check found."""
     code, err = _python(["stock", spec, ref, out], max(1.0, min(timeout, 600.0)))
+    checked = [r for r in records if r["status"] == "fail" or (r["status"] == "error" and r["detail"] != NOT_RUN)]
     if code != 0 or not os.path.exists(out):
-        note = f"; not checked against PyTorch's own Inductor on the CPU ({_failure(code, err)})"
-        for r in records:
-            if r["status"] == "fail":
-                r["detail"] += note
+        note = f"; not checked against PyTorch's own Inductor ({_failure(code, err)})"
+        for r in checked:
+            r["detail"] += note
         return
     with open(out) as fh:
-        rmse = json.load(fh)["rmse"]
+        stock = json.load(fh)
+    rmse, raised, where = stock["rmse"], stock.get("error"), stock.get("where", "")
     tol = TOLERANCE[job.dtype]
-    for r in records:
-        if r["status"] != "fail":
-            continue
+    for r in checked:
         got = rmse.get(r["case"])
-        if got is not None and (got != got or got > tol):
-            r["detail"] += f"; {STOCK_INDUCTOR_TOO} (relative RMSE {got:.3g}): torch.compile's failure, not the backend's"
+        if r["status"] == "error":
+            if got is None and raised == r["detail"]:
+                r["detail"] += f"; {STOCK_INDUCTOR_RAISES} ({where}): torch.compile's failure, not the backend's"
+            elif got is not None:
+                r["detail"] += f"; PyTorch's own Inductor runs this mode ({where})"
+            elif raised:
+                r["detail"] += f"; PyTorch's own Inductor raises another error ({where}): {raised}"
+        elif got is not None and (got != got or got > tol):
+            r["detail"] += (f"; {STOCK_INDUCTOR_TOO} ({where}; relative RMSE {got:.3g}): torch.compile's failure, "
+                            "not the backend's")
         elif got is not None:
-            r["detail"] += f"; PyTorch's own Inductor on the CPU matches eager (relative RMSE {got:.3g})"
+            r["detail"] += f"; PyTorch's own Inductor matches eager ({where}; relative RMSE {got:.3g})"
 
 
 def _judge(job: Job, entry: dict | None, result: dict) -> dict:
     """A mode's verdict: pass (runs, logits match eager), fail, unsupported or error."""
     tol = TOLERANCE[job.dtype]
     if entry is None:
-        return {"status": "error", "detail": "not run: an earlier mode failed"}
+        return {"status": "error", "detail": NOT_RUN}
     kernels = entry.get("kernels", [])
     via = _libraries_used(kernels, result.get("libraries") or [], bool(result.get("exporting_inside_compile")))
     out: dict[str, Any] = {"kernels": kernels, "launch_s": entry.get("seconds")}
@@ -383,13 +397,26 @@ _META_LIMIT = re.compile(r"(\b|_)meta(\b|_)|data-(in)?dependent", re.IGNORECASE)
 def _published_verdict(why: str, spec_path: str, timeout: float) -> str:
     """Whose failure an eager reference's `why` is: the published config's model run on the meta
     device (shapes and transformers' checks, no memory) fails too (transformers' own: the record
-    says "eager reference failed"), or runs (the scale rule broke the config: a day0 bug, said so),
-    or meets what the meta device cannot do (unknown, said so)."""
+    says "eager reference failed"), or runs while the scaled config fails there (the scale rule
+    broke the config: a day0 bug, said so), or the meta device cannot tell (unknown, said so): it
+    cannot run the published model, or it runs the scaled one too, whose failure is then one of
+    values, dtypes or devices that the published model may well share (an fp32 tensor that
+    transformers builds inside a bf16 model fails on any real device, never on the meta device)."""
+    t0 = time.monotonic()
     code, err = _python(["meta", spec_path], max(1.0, min(timeout, 300.0)))
     meta_why = _failure(code, err)
     if code == 0:
-        return (f"day0 bug: the scaled config breaks transformers' eager model ({why}), which runs the "
-                "published config (checked on the meta device)")
+        left = max(1.0, min(timeout - (time.monotonic() - t0), 300.0))
+        scaled_code, scaled_err = _python(["meta", spec_path, "scaled"], left)
+        if scaled_code == 0:
+            return (f"eager reference failed: {why}; whether the published config runs is unknown: on the "
+                    "meta device it runs, and so does the scaled config, so the failure is not one of shapes")
+        if scaled_code == 1 and not _META_LIMIT.search(_failure(scaled_code, scaled_err)):
+            return (f"day0 bug: the scaled config breaks transformers' eager model ({why}), which runs the "
+                    "published config (checked on the meta device, where the scaled config fails: "
+                    f"{_failure(scaled_code, scaled_err)})")
+        return (f"eager reference failed: {why}; whether the published config runs is unknown: the meta "
+                f"device runs it but cannot run the scaled config ({_failure(scaled_code, scaled_err)})")
     if code == 1 and not _META_LIMIT.search(meta_why):
         same = "the same way" if meta_why == why else f"too ({meta_why})"
         return f"eager reference failed: {why}; transformers fails on the published config {same}, on the meta device"

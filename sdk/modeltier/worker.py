@@ -9,9 +9,11 @@ it), then the same model is built with the saved weights and run under torch.com
 Triton code generation on the backend (`sdk.inductor`); where transformers calls an installed Triton
 library for a layer, that library's kernels run on the backend too. Every kernel launched is
 recorded per mode with its origin, op set and fault.
-Phase `meta` (after a reference that failed): the published config's model on the meta device.
-Phase `stock` (after logits that differ from eager): the model under PyTorch's own Inductor on the
-CPU, no Triton.
+Phase `meta` (after a reference that failed): the published config's model on the meta device
+(`meta SPEC scaled`: the scaled one's).
+Phase `stock` (after logits that differ from eager, or an error torch.compile raised): the model
+under PyTorch's own Inductor, on the backend's device where PyTorch compiles for it (CUDA), else on
+the CPU (C++, no Triton).
 """
 from __future__ import annotations
 
@@ -231,32 +233,63 @@ def reference(spec: dict, out_path: str) -> None:
     torch.save({"state_dict": model.state_dict(), "logits": logits}, out_path)
 
 
-def published_on_meta(spec: dict) -> None:
-    """The published (unscaled) config's model built and run, prefill and decode, on the meta
-    device: no memory and no arithmetic, only shapes and transformers' own checks. It tells a config
-    transformers cannot run at all from one the scale rule broke."""
+def on_meta(spec: dict, which: str = "published") -> None:
+    """The published (unscaled) config's model, or with `which` "scaled" the scaled one, built and
+    run, prefill and decode, on the meta device: no memory and no arithmetic, only shapes and
+    transformers' own checks. It tells a config transformers cannot run at all from one the scale
+    rule broke."""
     _hide_libraries()
     import torch
-    published = {**spec, "config": spec["published"]}
+    chosen = {**spec, "config": spec["published"]} if which == "published" else spec
     with torch.device("meta"):
-        model, config = build(published)
+        model, config = build(chosen)
     run_modes(model, spec, config, device="meta", keep=lambda result: None)  # meta tensors hold no values
 
 
+def stock_device(backend: str) -> str:
+    """Where PyTorch's own Inductor runs for the stock check: the backend's device where PyTorch
+    compiles for it itself (a CUDA device: Inductor's own Triton code through Triton's own NVIDIA
+    backend, no day0 in the way), else the CPU (Inductor's C++ code, no Triton)."""
+    import torch
+    try:
+        from ..backend import get_backend
+        device = str(get_backend(backend).torch_device)
+    except Exception:  # noqa: BLE001 - an unknown backend: the CPU is the one stock target left
+        return "cpu"
+    return device if device.startswith("cuda") and torch.cuda.is_available() else "cpu"
+
+
 def stock_inductor(spec: dict, ref_path: str, out_path: str) -> None:
-    """The same model and weights under torch.compile with Inductor as PyTorch ships it, on the CPU
-    (its C++ code: no Triton, no backend), the libraries unimportable as for the reference. Writes
-    each mode's relative RMSE against the reference: where it differs from eager too, torch.compile
-    is at fault, not the backend."""
+    """The same model and weights under torch.compile with Inductor as PyTorch ships it, on the
+    backend's device where PyTorch compiles for it (CUDA) and else on the CPU (`stock_device`), the
+    libraries unimportable as for the reference. Writes each mode's relative RMSE against the
+    reference, the error torch.compile raised if it did, and where it ran: where it differs from
+    eager too, or raises the same error, torch.compile is at fault, not the backend."""
     _hide_libraries()
     import torch
+    device = stock_device(spec["backend"])
     model, config = build(spec)
     ref = torch.load(ref_path, weights_only=True)
     model.load_state_dict(ref["state_dict"], strict=False)
-    logits = run_modes(torch.compile(model, fullgraph=False, dynamic=False), spec, config)
+    model = model.to(device)
+    logits, error, current = {}, None, [None]
+
+    def on_mode(mode):  # the modes that finished keep their logits when a later one raises
+        current[0] = mode
+        return _null()
+
+    def keep(result):
+        logits[current[0]] = _output(result)
+        return logits[current[0]]
+    try:
+        run_modes(torch.compile(model, fullgraph=False, dynamic=False), spec, config, device=torch.device(device),
+                  on_mode=on_mode, keep=keep)
+    except Exception as exc:  # noqa: BLE001 - torch.compile's own failure, said as the backend run says its own
+        error = f"{type(exc).__name__}: {_root_message(exc)}"
     rmse = {mode: _relative_rmse(got, ref["logits"][mode]) for mode, got in logits.items()}
+    where = "on the CPU: C++, no Triton" if device == "cpu" else f"on {device}: its own Triton code, no day0"
     with open(out_path, "w") as fh:
-        json.dump({"rmse": rmse}, fh)
+        json.dump({"rmse": rmse, "error": error, "where": where}, fh)
 
 
 def backend_run(spec: dict, ref_path: str, out_path: str) -> None:
@@ -354,7 +387,7 @@ def main(argv: list[str]) -> int:
         if phase == "reference":
             reference(spec, *paths)
         elif phase == "meta":
-            published_on_meta(spec)
+            on_meta(spec, *paths)
         elif phase == "stock":
             stock_inductor(spec, *paths)
         else:

@@ -18,8 +18,9 @@ pass, and sorts every outcome into a class:
   refused       the command said why in one line and exited 2 (bad input, or an architecture
                 the model tier cannot run: one that reads no token ids)
   eager         transformers' own eager model failed on the CPU (the reference), and on the
-                published config too where the meta device can tell (where it cannot, the
-                record says whether the published config runs is unknown)
+                published config too where the meta device, or for a model of at most a billion
+                parameters a real run on the CPU, can tell (where neither can, the record says
+                whether the published config runs is unknown)
   compile       the logits differ from eager, and so do those of torch.compile with PyTorch's own
                 Inductor (on the backend's CUDA device, else on the CPU: C++, no Triton), or
                 torch.compile raised an error and raises the same one there: torch.compile's

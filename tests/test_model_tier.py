@@ -689,29 +689,32 @@ def test_an_encoder_decoders_other_half_is_scaled_with_it(tmp_path, model_type):
         load(job.model_class)._from_config(CONFIG_MAPPING[cfg.pop("model_type")](**cfg))
 
 
-@pytest.mark.parametrize("published, scaled, starts, says", [
-    ((1, "RuntimeError: heads must divide"), None, "eager reference failed", "fails on the published config too"),
-    ((0, ""), (1, "RuntimeError: heads must divide"), "day0 bug", "where the scaled config fails"),
-    ((0, ""), (0, ""), "eager reference failed", "so the failure is not one of shapes"),
-    ((1, "NotImplementedError: no meta kernel"), None, "eager reference failed", "the meta device cannot run it"),
+@pytest.mark.parametrize("meta, scaled, real, starts, says", [
+    ((1, "RuntimeError: heads must divide"), None, None, "eager reference failed", "published config too"),
+    ((0, ""), (1, "RuntimeError: heads must divide"), None, "day0 bug", "where the scaled config fails"),
+    ((0, ""), (0, ""), (0, ""), "day0 bug", "(run for real on the CPU)"),
+    ((0, ""), (0, ""), (1, "RuntimeError: mat1 and mat2 must have the same dtype"), "eager reference failed",
+     "fails on the published config the same way, run for real on the CPU"),
+    ((0, ""), (0, ""), (3, "the published model has 7,000,000,000 parameters"), "eager reference failed",
+     "it is not run for real (the published model has 7,000,000,000 parameters)"),
+    ((1, "NotImplementedError: no meta kernel"), None, None, "eager reference failed", "the meta device cannot run it"),
 ])
-def test_whose_eager_failure_it_is_follows_both_configs_on_the_meta_device(monkeypatch, published, scaled,
-                                                                          starts, says):
-    """A reference that fails on the scaled config is the scale rule's fault only when the meta
-    device runs the published config and fails the scaled one; where it runs both, the failure is
-    not one of shapes (an fp32 tensor built inside a bf16 model), and the published model may share
-    it: unknown, never a day0 bug."""
+def test_whose_eager_failure_it_is_follows_the_published_config(monkeypatch, meta, scaled, real, starts, says):
+    """A reference that fails on the scaled config is the scale rule's fault where the meta device
+    runs the published config and fails the scaled one; where it runs both, the failure is not one
+    of shapes (an fp32 tensor built inside a bf16 model) and the published model, when small
+    enough, is run for real on the CPU to decide; else whose failure it is stays unknown."""
     from sdk.modeltier import runner
     calls = []
 
     def fake(args, timeout):
-        calls.append(args)
-        code, last = scaled if args[-1] == "scaled" else published
+        calls.append(args[0] if args[-1] != "scaled" else "scaled")
+        code, last = {"meta": meta, "scaled": scaled, "published": real}[calls[-1]]
         return code, f"Traceback (most recent call last):\n{last}\n" if last else ""
     monkeypatch.setattr(runner, "_python", fake)
     got = runner._published_verdict("RuntimeError: mat1 and mat2 must have the same dtype", "spec.json", 60)
     assert got.startswith(starts) and says in got, got
-    assert [a[-1] for a in calls] == (["spec.json", "scaled"] if scaled else ["spec.json"])
+    assert calls == ["meta", "scaled", "published"][:1 + (scaled is not None) + (real is not None)]
 
 
 def test_an_error_torch_compile_raises_is_checked_against_stock_inductor(monkeypatch, tmp_path):

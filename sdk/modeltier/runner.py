@@ -395,33 +395,45 @@ _META_LIMIT = re.compile(r"(\b|_)meta(\b|_)|data-(in)?dependent", re.IGNORECASE)
 
 
 def _published_verdict(why: str, spec_path: str, timeout: float) -> str:
-    """Whose failure an eager reference's `why` is: the published config's model run on the meta
-    device (shapes and transformers' checks, no memory) fails too (transformers' own: the record
-    says "eager reference failed"), or runs while the scaled config fails there (the scale rule
-    broke the config: a day0 bug, said so), or the meta device cannot tell (unknown, said so): it
-    cannot run the published model, or it runs the scaled one too, whose failure is then one of
-    values, dtypes or devices that the published model may well share (an fp32 tensor that
-    transformers builds inside a bf16 model fails on any real device, never on the meta device)."""
+    """Whose failure an eager reference's `why` is, told by the published config's model:
+    - run on the meta device (shapes and transformers' checks, no memory): where it fails too, the
+      failure is transformers' own (the record says "eager reference failed");
+    - where it runs there and the scaled config's model fails there, the scale rule broke the
+      config: a day0 bug, said so;
+    - where both run there, the failure is one of values, dtypes or devices, which the meta device
+      cannot see (an fp32 tensor that transformers builds inside a bf16 model): the published model
+      is run for real on the CPU where it is small enough (worker.REAL_RUN_PARAMS), and decides;
+    - otherwise whether the published config runs is unknown, said so."""
     t0 = time.monotonic()
-    code, err = _python(["meta", spec_path], max(1.0, min(timeout, 300.0)))
+
+    def left() -> float:
+        return max(1.0, min(timeout - (time.monotonic() - t0), 300.0))
+    code, err = _python(["meta", spec_path], left())
     meta_why = _failure(code, err)
-    if code == 0:
-        left = max(1.0, min(timeout - (time.monotonic() - t0), 300.0))
-        scaled_code, scaled_err = _python(["meta", spec_path, "scaled"], left)
-        if scaled_code == 0:
-            return (f"eager reference failed: {why}; whether the published config runs is unknown: on the "
-                    "meta device it runs, and so does the scaled config, so the failure is not one of shapes")
-        if scaled_code == 1 and not _META_LIMIT.search(_failure(scaled_code, scaled_err)):
-            return (f"day0 bug: the scaled config breaks transformers' eager model ({why}), which runs the "
-                    "published config (checked on the meta device, where the scaled config fails: "
-                    f"{_failure(scaled_code, scaled_err)})")
-        return (f"eager reference failed: {why}; whether the published config runs is unknown: the meta "
-                f"device runs it but cannot run the scaled config ({_failure(scaled_code, scaled_err)})")
     if code == 1 and not _META_LIMIT.search(meta_why):
         same = "the same way" if meta_why == why else f"too ({meta_why})"
         return f"eager reference failed: {why}; transformers fails on the published config {same}, on the meta device"
-    return (f"eager reference failed: {why}; whether the published config runs is unknown: "
-            f"the meta device cannot run it ({meta_why})")
+    if code != 0:
+        return (f"eager reference failed: {why}; whether the published config runs is unknown: "
+                f"the meta device cannot run it ({meta_why})")
+    broken = f"day0 bug: the scaled config breaks transformers' eager model ({why}), which runs the published config"
+    code, err = _python(["meta", spec_path, "scaled"], left())
+    scaled_why = _failure(code, err)
+    if code == 1 and not _META_LIMIT.search(scaled_why):
+        return f"{broken} (on the meta device, where the scaled config fails: {scaled_why})"
+    if code != 0:
+        return (f"eager reference failed: {why}; whether the published config runs is unknown: the meta "
+                f"device runs it but cannot run the scaled config ({scaled_why})")
+    code, err = _python(["published", spec_path], left())
+    real_why = _failure(code, err)
+    if code == 0:
+        return f"{broken} (run for real on the CPU)"
+    if code == 1:
+        same = "the same way" if real_why == why else f"too ({real_why})"
+        return (f"eager reference failed: {why}; transformers fails on the published config {same}, "
+                "run for real on the CPU")
+    return (f"eager reference failed: {why}; whether the published config runs is unknown: on the meta device "
+            f"it runs, and so does the scaled config, and it is not run for real ({real_why})")
 
 
 def _failure(code: int | str, err: str) -> str:

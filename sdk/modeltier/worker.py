@@ -10,7 +10,8 @@ Triton code generation on the backend (`sdk.inductor`); where transformers calls
 library for a layer, that library's kernels run on the backend too. Every kernel launched is
 recorded per mode with its origin, op set and fault.
 Phase `meta` (after a reference that failed): the published config's model on the meta device
-(`meta SPEC scaled`: the scaled one's).
+(`meta SPEC scaled`: the scaled one's). Phase `published` (where both run there): the published
+config's model run for real on the CPU, when it is small enough (`published_for_real`).
 Phase `stock` (after logits that differ from eager, or an error torch.compile raised): the model
 under PyTorch's own Inductor, on the backend's device where PyTorch compiles for it (CUDA), else on
 the CPU (C++, no Triton).
@@ -233,6 +234,34 @@ def reference(spec: dict, out_path: str) -> None:
     torch.save({"state_dict": model.state_dict(), "logits": logits}, out_path)
 
 
+#: the most parameters a published config's model may have to be run for real on the CPU when the
+#: meta device cannot tell whose an eager failure is (1e9 in fp32 is 4 GB, and seconds to build)
+REAL_RUN_PARAMS = 1_000_000_000
+#: exit code of phase `published`: the published model is larger than REAL_RUN_PARAMS, not run
+TOO_LARGE = 3
+
+
+def published_for_real(spec: dict) -> int:
+    """The published config's model built with seeded weights on the CPU, in the job's dtype, and
+    run, prefill and decode, on the same seeded inputs: a value, dtype or device failure the meta
+    device cannot see shows here. Models over REAL_RUN_PARAMS parameters are not built (returns
+    TOO_LARGE; their count comes from the meta device)."""
+    _hide_libraries()
+    import torch
+    published = {**spec, "config": spec["published"]}
+    with torch.device("meta"):
+        model, _ = build(published)
+    count = sum(p.numel() for p in model.parameters())
+    if count > REAL_RUN_PARAMS:
+        print(f"the published model has {count:,} parameters, over the {REAL_RUN_PARAMS:,} run for real",
+              file=sys.stderr)
+        return TOO_LARGE
+    del model
+    model, config = build(published)
+    run_modes(model, spec, config, keep=lambda result: None)
+    return 0
+
+
 def on_meta(spec: dict, which: str = "published") -> None:
     """The published (unscaled) config's model, or with `which` "scaled" the scaled one, built and
     run, prefill and decode, on the meta device: no memory and no arithmetic, only shapes and
@@ -388,6 +417,8 @@ def main(argv: list[str]) -> int:
             reference(spec, *paths)
         elif phase == "meta":
             on_meta(spec, *paths)
+        elif phase == "published":
+            return published_for_real(spec)
         elif phase == "stock":
             stock_inductor(spec, *paths)
         else:

@@ -163,6 +163,25 @@ def test_an_eager_failure_the_scaled_config_alone_causes_is_a_day0_bug(tmp_path)
     assert classify(1, "", [{**r, "mode": r["case"]} for r in recs])[0] == "day0"
 
 
+def test_a_small_published_config_is_run_for_real_and_a_large_one_is_not(tmp_path):
+    """Phase `published` runs the published config's model for real on the CPU (exit 0: it runs)
+    when it has at most REAL_RUN_PARAMS parameters, and builds nothing past the meta device
+    otherwise (exit TOO_LARGE, the count said)."""
+    import dataclasses
+    from sdk.modeltier import runner, worker
+    job = _llama_job(tmp_path)
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(job.spec()))
+    code, err = runner._python(["published", str(spec)], 600)
+    assert code == 0, err
+    big = dataclasses.replace(job, published={**job.published, "hidden_size": 8192, "intermediate_size": 28672,
+                                              "num_attention_heads": 64, "num_key_value_heads": 8,
+                                              "num_hidden_layers": 80, "vocab_size": 128256})
+    spec.write_text(json.dumps(big.spec()))
+    code, err = runner._python(["published", str(spec)], 600)
+    assert code == worker.TOO_LARGE and "parameters, over the" in err, (code, err)
+
+
 def test_an_eager_failure_the_published_config_shares_is_transformers_own(tmp_path):
     """Key heads that divide neither the published nor the scaled query heads: eager fails on
     both, the record keeps "eager reference failed" and says the published config fails too."""

@@ -577,3 +577,64 @@ def test_an_op_neither_tier_runs_is_reported_before_anything_runs():
         with pytest.raises(Day0Error, match="inline_asm"):
             asm_kernel[(1,)](x, out, N=16, cpu_tier=tier)
         assert torch.equal(out, poison((16,), torch.int32))
+
+
+@triton.jit
+def dot_wt(a_ptr, w_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, TRANS: tl.constexpr):
+    """c = a @ w^T with w [N, K] row-major: B read along K (a linear layer's weight), either by its
+    pointers or as tl.trans of the tile loaded as it lies."""
+    m, n, k = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+    if TRANS:
+        b = tl.trans(tl.load(w_ptr + n[:, None] * K + k[None, :]))
+    else:
+        b = tl.load(w_ptr + n[None, :] * K + k[:, None])
+    c = tl.dot(a, b, input_precision="ieee")
+    tl.store(c_ptr + m[:, None] * N + n[None, :], c.to(c_ptr.dtype.element_ty))
+
+
+WT_DOTS = [  # (M, N, K, dtype, B by tl.trans): sides multiples of the transpose block, and one that is not
+    (16, 32, 64, torch.float32, False), (16, 32, 64, torch.float32, True), (32, 16, 64, torch.bfloat16, False),
+    (16, 64, 32, torch.float16, True), (16, 32, 32, torch.int8, False), (16, 16, 16, torch.float64, False),
+    (16, 16, 8, torch.float64, True), (16, 16, 8, torch.float32, False), (16, 8, 16, torch.float32, False),
+]
+
+
+@pytest.mark.parametrize("M,N,K,dtype,trans", WT_DOTS,
+                         ids=[f"{d[0]}x{d[1]}x{d[2]}-{str(d[3]).split('.')[1]}{'-trans' if d[4] else ''}"
+                              for d in WT_DOTS])
+def test_dots_with_a_transposed_b(M, N, K, dtype, trans, monkeypatch):
+    """B read along K is copied to row-major for the dot a square block at a time (rows loaded as
+    vectors, transposed by shuffles) where its sides allow, element by element where they do not:
+    either way the product is the interpreter's and torch's."""
+    from backends.cpu_interp.compiled.core import FunctionEmitter
+    blocked = []
+    orig = FunctionEmitter._transpose_blocks
+
+    def spy(self, t, out):
+        blocked.append(orig(self, t, out))
+        return blocked[-1]
+    monkeypatch.setattr(FunctionEmitter, "_transpose_blocks", spy)
+    if dtype == torch.int8:
+        a = torch.randint(-128, 128, (M, K), generator=gen(520), dtype=dtype)
+        w = torch.randint(-128, 128, (N, K), generator=gen(521), dtype=dtype)
+        out_dt = torch.int32
+    else:
+        a = (torch.randn(M, K, generator=gen(520)) * 2).to(dtype)
+        w = (torch.randn(N, K, generator=gen(521)) * 2).to(dtype)
+        out_dt = torch.float64 if dtype == torch.float64 else torch.float32
+
+    def launch(tier, a, w, c):
+        dot_wt[(1,)](a, w, c, M=M, N=N, K=K, TRANS=trans, cpu_tier=tier)
+    ref, got = both(launch, {"a": a, "w": w}, {"c": ((M, N), out_dt)})
+    block = 8 if dtype == torch.float64 else 16
+    assert any(blocked) == (K % block == 0 and N % block == 0), blocked
+    want = a.double() @ w.double().T
+    if dtype == torch.int8:
+        same_bits(ref["c"], got["c"])
+        assert torch.equal(got["c"].long(), want.long())
+        return
+    scale = want.abs().max().item()
+    tol = (1e-12 if dtype == torch.float64 else 1e-5) * scale
+    torch.testing.assert_close(got["c"].double(), want, rtol=0, atol=tol)
+    torch.testing.assert_close(got["c"].double(), ref["c"].double(), rtol=0, atol=tol)

@@ -26,7 +26,7 @@ from sdk.ttir import Block, Func, Module, Op, Region, TensorType
 
 from ..provenance import pointer_origins
 from .table import TABLE
-from .tensors import TV, Buf, Splat, ZERO, cheap_to_recompute, const_i64
+from .tensors import TV, Buf, Splat, Trans, ZERO, cheap_to_recompute, const_i64
 from .types import I1, I8, I32, I64, ONE32, PTR, ZERO32, Unsupported, elem_of, numel, shape_of
 
 TERMINATORS = frozenset({"scf.yield", "tt.return", "tt.reduce.return", "tt.scan.return", "scf.condition",
@@ -114,12 +114,58 @@ class FunctionEmitter:
         if into is t or (isinstance(t, Buf) and into is not None and t.ptr is into.ptr):
             return into
         out = into or self.alloc(t.shape, t.elem)
+        if self._transpose_blocks(t, out):
+            return out
 
         def body(idx, accs):
             out.put(self, idx, t.at(self, idx))
             return accs
         self.for_each(t.shape, body)
         return out
+
+    def _transpose_blocks(self, t: TV, out: Buf) -> bool:
+        """A 2-D transpose of a row-major buffer (a tile loaded along its columns, a dot's B read
+        along K) written into `out` a square block at a time: the block's rows loaded as vectors,
+        transposed in registers by shuffles, stored as vectors. Element by element, the copy's
+        strided reads become gathers, which cost several times as much. False where `t` is not such
+        a transpose or its sides are not multiples of the block."""
+        if not (isinstance(t, Trans) and t.order == [1, 0] and isinstance(t.src, Buf) and len(t.shape) == 2):
+            return False
+        ety = t.src.elem.buf
+        width = getattr(ety, "width", None) if isinstance(ety, ir.IntType) else \
+            {ir.FloatType: 32, ir.DoubleType: 64}.get(type(ety))
+        if width not in (8, 16, 32, 64):
+            return False
+        n = 16 if width <= 32 else 8
+        rows, cols = t.shape  # out is rows x cols; the source is cols x rows
+        if rows % n or cols % n:
+            return False
+        b, vt = self.b, ir.VectorType(ety, n)
+        src = t.src
+
+        def block(rb, cb):
+            r0, c0 = b.mul(rb, const_i64(n)), b.mul(cb, const_i64(n))
+            vecs = []
+            for i in range(n):  # source row c0 + i, elements r0 .. r0 + n: out's column c0 + i
+                at = src.addr(self, [b.add(c0, const_i64(i)), r0])
+                v = b.load(at, typ=vt, align=1)
+                self.kc.tag(v, src.scope)
+                vecs.append(v)
+            h = n // 2
+            while h:  # swap the off-diagonal h x h blocks of every 2h x 2h block
+                lo = [j for c in range(0, n, 2 * h) for j in list(range(c, c + h)) + list(range(n + c, n + c + h))]
+                hi = [j + h for j in lo]
+                for i in range(n):
+                    if i % (2 * h) < h:
+                        a, c = vecs[i], vecs[i + h]
+                        vecs[i] = b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32, n), lo))
+                        vecs[i + h] = b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32, n), hi))
+                h //= 2
+            for i in range(n):  # out row r0 + i
+                self.kc.tag(b.store(vecs[i], out.addr(self, [b.add(r0, const_i64(i)), c0]), align=1), out.scope)
+
+        self.loop(rows // n, lambda rb, accs: self.loop(cols // n, lambda cb, a2: (block(rb, cb), a2)[1], accs))
+        return True
 
     # ------------------------------------------------------------------------------- loops
     def loop(self, n: int, body, accs=()) -> list:

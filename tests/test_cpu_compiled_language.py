@@ -401,18 +401,20 @@ DOTS = [  # (M, N, K, input dtype, precision, with acc, f16 out)
 ]
 
 
+def _operands(dtype, a_shape, b_shape, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded dot operands: integers over int8's whole range, else normal values of spread 2."""
+    if dtype == torch.int8:
+        return tuple(torch.randint(-128, 128, shape, generator=gen(seed + i), dtype=dtype)
+                     for i, shape in enumerate((a_shape, b_shape)))
+    return tuple((torch.randn(shape, generator=gen(seed + i)) * 2).to(dtype) for i, shape in enumerate((a_shape, b_shape)))
+
+
 @pytest.mark.parametrize("M,N,K,dtype,prec,acc,f16", DOTS,
                          ids=[f"{d[0]}x{d[1]}x{d[2]}-{str(d[3]).split('.')[1]}-{d[4]}{'-acc' if d[5] else ''}"
                               f"{'-f16' if d[6] else ''}" for d in DOTS])
 def test_small_dots(M, N, K, dtype, prec, acc, f16):
-    if dtype == torch.int8:
-        a = torch.randint(-128, 128, (M, K), generator=gen(500), dtype=dtype)
-        b = torch.randint(-128, 128, (K, N), generator=gen(501), dtype=dtype)
-        out_dt = torch.int32
-    else:
-        a = (torch.randn(M, K, generator=gen(500)) * 2).to(dtype)
-        b = (torch.randn(K, N, generator=gen(501)) * 2).to(dtype)
-        out_dt = torch.float16 if f16 else torch.float32
+    a, b = _operands(dtype, (M, K), (K, N), 500)
+    out_dt = torch.int32 if dtype == torch.int8 else torch.float16 if f16 else torch.float32
 
     def launch(tier, a, b, c):
         small_dot[(1,)](a, b, c, M=M, N=N, K=K, PREC=prec, ACC=acc, OUT_F16=f16, cpu_tier=tier)
@@ -615,14 +617,8 @@ def test_dots_with_a_transposed_b(M, N, K, dtype, trans, monkeypatch):
         blocked.append(orig(self, t, out))
         return blocked[-1]
     monkeypatch.setattr(FunctionEmitter, "_transpose_blocks", spy)
-    if dtype == torch.int8:
-        a = torch.randint(-128, 128, (M, K), generator=gen(520), dtype=dtype)
-        w = torch.randint(-128, 128, (N, K), generator=gen(521), dtype=dtype)
-        out_dt = torch.int32
-    else:
-        a = (torch.randn(M, K, generator=gen(520)) * 2).to(dtype)
-        w = (torch.randn(N, K, generator=gen(521)) * 2).to(dtype)
-        out_dt = torch.float64 if dtype == torch.float64 else torch.float32
+    a, w = _operands(dtype, (M, K), (N, K), 520)
+    out_dt = {torch.int8: torch.int32, torch.float64: torch.float64}.get(dtype, torch.float32)
 
     def launch(tier, a, w, c):
         dot_wt[(1,)](a, w, c, M=M, N=N, K=K, TRANS=trans, cpu_tier=tier)

@@ -174,3 +174,17 @@ def test_sim_repeat_refuses_bad_input_in_one_line(tmp_path):
     out.write_text("keep")
     proc = _script("sim_repeat.py", str(a), str(a), "--out", str(out))
     assert proc.returncode == 2 and "--force" in proc.stderr and out.read_text() == "keep"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--items", "gemm_bf16/only_two"], "KERNEL/CASE/DTYPE"),
+    (["--reps", "0"], "at least 1"),
+    (["--base", "no-such-revision-anywhere"], "unknown revision 'no-such-revision-anywhere'"),
+    (["--out", __file__], "exists; pass --force"),
+])
+def test_compiled_ab_bad_input_is_one_line_exit_2(args, message, capsys):
+    import cpu_compiled_ab
+    assert cpu_compiled_ab.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+

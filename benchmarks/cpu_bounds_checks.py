@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from compiled_launch import measure  # noqa: E402
 
 # kernel -> (full case, dtype): loads and stores through several pointer patterns (gathered pages,
 # varlen rows, tiles read along K, elementwise rows), each launch a few seconds on one core
@@ -41,38 +42,6 @@ CASES = {
     "rmsnorm": ("llama3_1_T8192_H4096", "bf16"),
     "silu_and_mul": ("llama3_1_T8192_I14336", "bf16"),
 }
-
-
-def measure(kernel: str, case_name: str, dtype: str, reps: int, outputs: str) -> dict:
-    """In a worker process whose environment chose the setting: median launch time; the outputs
-    of the last launch saved to `outputs`."""
-    import torch
-
-    import sdk
-    from sdk.backend import get_backend
-    from sdk.conformance.check import case_seed
-    from sdk.conformance.spec import DTYPES, registered
-
-    spec = registered()[kernel]
-    case = next(c for c in spec.cases if c.name == case_name)
-    gen = torch.Generator().manual_seed(case_seed(spec.name, case.name, dtype))
-    base = spec.make_inputs(case, DTYPES[dtype], "cpu", gen)
-    times = []
-    with sdk.activate("cpu_interp"):
-        backend = get_backend("cpu_interp")
-        for rep in range(reps + 1):
-            x = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in base.items()}
-            backend.take_launch_stats()
-            start = time.perf_counter()
-            spec.run(x, case)
-            elapsed = time.perf_counter() - start
-            tiers = {s["tier"] for s in backend.take_launch_stats()}
-            if tiers != {"compiled"}:
-                raise SystemExit(f"{kernel}: ran on {sorted(tiers)}, not the compiled tier")
-            if rep:  # the first launch compiles (or reads the object cache)
-                times.append(elapsed)
-    torch.save({n: x[n] for n in spec.outputs}, outputs)
-    return {"seconds": statistics.median(times)}
 
 
 def run_setting(kernel: str, checked: bool, reps: int, threads: int, outputs: str) -> float:

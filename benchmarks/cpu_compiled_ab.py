@@ -6,8 +6,9 @@ by the working tree and by another revision of it (default HEAD~1), in the same 
 
 The base revision is checked out in a temporary git worktree. Per item and tree, in a fresh process
 (caches of its own, so each tree compiles its own objects): the inputs built from the suite's seed, a
-warm-up launch (compiling), then `--reps` timed launches of the item's launch wrapper, wall clock,
-median kept; every launch is checked to have run on the compiled tier, and the two trees' outputs
+warm-up launch (compiling), then `--reps` timed launches of the item's launch wrapper on fresh copies
+of its inputs, wall clock, median kept (`compiled_launch.measure`, cpu_bounds_checks.py's too); every
+launch is checked to have run on the compiled tier, and the two trees' outputs
 are compared (the same math: equal within the item's own tolerance). The trees alternate item by
 item, so that a change in the machine's load falls on both. `--threads` sets DAY0_CPU_THREADS (1
 by default). Prints a table and the geometric mean of new / base, and writes JSON.
@@ -35,31 +36,10 @@ ITEMS = ("gemm_bf16/llama3_1_gate_up_decode_T8/bf16", "gemm_bf16/llama3_1_down_T
          "moe_fused_gemm/qwen3_next_T4096_gateup_N1024_K2048/bf16", "attn_prefill_gqa_gated/qwen3next_varlen_4/bf16",
          "encoder_attention/bert_base_b8/bf16")
 
-_CHILD = """
-import json, statistics, sys, time, torch
-import sdk
-from sdk.backend import get_backend
-from sdk.conformance.check import case_seed
-from sdk.conformance.spec import DTYPES, registered
-kernel, case_name, dtype, reps, out = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-torch.set_num_threads(1)
-spec = registered()[kernel]
-case = next(c for c in spec.cases if c.name == case_name)
-inputs = spec.make_inputs(case, DTYPES[dtype], "cpu", torch.Generator().manual_seed(case_seed(kernel, case_name, dtype)))
-backend = get_backend("cpu_interp")
-times = []
-with sdk.activate("cpu_interp"):
-    for i in range(reps + 1):
-        t0 = time.perf_counter()
-        spec.run(inputs, case)
-        if i:
-            times.append(time.perf_counter() - t0)
-        tiers = {s["tier"] for s in backend.take_launch_stats()}
-        if tiers != {"compiled"}:
-            raise SystemExit(f"{kernel}/{case_name}/{dtype}: ran on {sorted(tiers)}, not the compiled tier alone")
-torch.save({name: inputs[name] for name in spec.outputs}, out)
-print(json.dumps({"median_s": statistics.median(times), "times_s": times}))
-"""
+#: a worker in a tree: that tree's sdk first on the path, the launch timed by compiled_launch.measure
+_CHILD = (
+    "import json, sys; sys.path.append(sys.argv[6]); from compiled_launch import measure; "
+    "print(json.dumps(measure(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])))")
 
 
 def _run(tree: Path, item: str, reps: int, threads: int, work: Path) -> tuple[dict, Path]:
@@ -68,8 +48,8 @@ def _run(tree: Path, item: str, reps: int, threads: int, work: Path) -> tuple[di
     env = dict(os.environ, DAY0_CPU_TIER="compiled", DAY0_CPU_THREADS=str(threads), OMP_NUM_THREADS="1",
                DAY0_CPU_CACHE_DIR=str(work / f"objects-{tree.name}"),
                TRITON_CACHE_DIR=str(work / f"triton-{tree.name}"), PYTHONPATH=str(tree))
-    proc = subprocess.run([sys.executable, "-c", _CHILD, kernel, case, dtype, str(reps), str(out)], cwd=tree,
-                          env=env, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", _CHILD, kernel, case, dtype, str(reps), str(out),
+                           str(ROOT / "benchmarks")], cwd=tree, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{item} in {tree}: {(proc.stderr.strip().splitlines() or ['failed'])[-1]}")
     return json.loads(proc.stdout.strip().splitlines()[-1]), out
@@ -118,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             for item in items:
                 old, old_out = _run(base, item, args.reps, args.threads, work)
                 new, new_out = _run(ROOT, item, args.reps, args.threads, work)
-                row = {"item": item, "base_s": old["median_s"], "new_s": new["median_s"],
-                       "ratio": new["median_s"] / old["median_s"], "same": _same(item, old_out, new_out)}
+                row = {"item": item, "base_s": old["seconds"], "new_s": new["seconds"],
+                       "ratio": new["seconds"] / old["seconds"], "same": _same(item, old_out, new_out)}
                 rows.append(row)
                 print(f"{item:64s} {row['base_s']:8.3f} {row['new_s']:8.3f} {row['ratio']:8.2f}x  "
                       f"{'yes' if row['same'] else 'NO'}", flush=True)

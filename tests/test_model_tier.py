@@ -733,5 +733,5 @@ def test_an_error_torch_compile_raises_is_checked_against_stock_inductor(monkeyp
         monkeypatch.setattr(runner, "_python", lambda args, timeout: (0, ""))
         records = [{"case": "prefill", "status": "error", "detail": err},
                    {"case": "decode", "status": "error", "detail": runner.NOT_RUN}]
-        runner._stock_inductor_verdict(job, records, "spec.json", "ref.pt", str(out), 60)
+        runner._stock_inductor_verdict(job, records, "spec.json", "ref.pt", str(out), 60, {"prefill"})
         assert expect in records[0]["detail"] and records[1]["detail"] == runner.NOT_RUN, records

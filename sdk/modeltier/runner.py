@@ -271,14 +271,15 @@ def run_job(job: Job, timeout: float = 600.0) -> list[dict]:
                     for m in job.modes]
         with open(out) as fh:
             result = json.load(fh)
-        records, raised = [], False
+        records, raised = [], set()
         for mode in job.modes:
             entry = result["modes"].get(mode)
             records.append({**base, "case": mode, "wall_s": wall, **_judge(job, entry, result)})
-            raised = raised or bool(entry and "error" in entry and records[-1]["detail"] == entry["error"])
+            if entry and "error" in entry and records[-1]["detail"] == entry["error"]:
+                raised.add(mode)  # what torch.compile raised, not a kernel's fault or a missing op
         if raised or any(r["status"] == "fail" for r in records):
             _stock_inductor_verdict(job, records, spec, ref, os.path.join(tmp, "stock.json"),
-                                    timeout - (time.monotonic() - t0))
+                                    timeout - (time.monotonic() - t0), raised)
     return records
 
 
@@ -290,14 +291,15 @@ STOCK_INDUCTOR_RAISES = "PyTorch's own Inductor raises the same error"
 NOT_RUN = "not run: an earlier mode failed"
 
 
-def _stock_inductor_verdict(job: Job, records: list[dict], spec: str, ref: str, out: str, timeout: float) -> None:
-    """After logits that differ from eager, or an error raised under torch.compile (not a kernel's
-    fault or a missing op): the same model under torch.compile with PyTorch's own Inductor (on the
+def _stock_inductor_verdict(job: Job, records: list[dict], spec: str, ref: str, out: str, timeout: float,
+                            raised: set[str] | frozenset = frozenset()) -> None:
+    """After logits that differ from eager, or an error raised under torch.compile (the modes in
+    `raised`: not a kernel's fault or a missing op): the same model under torch.compile with PyTorch's own Inductor (on the
     backend's CUDA device, else on the CPU: `worker.stock_device`). A mode that differs there too,
     or raises the same error, is torch.compile's failure, not the backend's, and its record says
     so; otherwise the records stand as they are, with what the check found."""
     code, err = _python(["stock", spec, ref, out], max(1.0, min(timeout, 600.0)))
-    checked = [r for r in records if r["status"] == "fail" or (r["status"] == "error" and r["detail"] != NOT_RUN)]
+    checked = [r for r in records if r["status"] == "fail" or r["case"] in raised]
     if code != 0 or not os.path.exists(out):
         note = f"; not checked against PyTorch's own Inductor ({_failure(code, err)})"
         for r in checked:
@@ -305,17 +307,17 @@ def _stock_inductor_verdict(job: Job, records: list[dict], spec: str, ref: str, 
         return
     with open(out) as fh:
         stock = json.load(fh)
-    rmse, raised, where = stock["rmse"], stock.get("error"), stock.get("where", "")
+    rmse, stock_error, where = stock["rmse"], stock.get("error"), stock.get("where", "")
     tol = TOLERANCE[job.dtype]
     for r in checked:
         got = rmse.get(r["case"])
         if r["status"] == "error":
-            if got is None and raised == r["detail"]:
+            if got is None and stock_error == r["detail"]:
                 r["detail"] += f"; {STOCK_INDUCTOR_RAISES} ({where}): torch.compile's failure, not the backend's"
             elif got is not None:
                 r["detail"] += f"; PyTorch's own Inductor runs this mode ({where})"
-            elif raised:
-                r["detail"] += f"; PyTorch's own Inductor raises another error ({where}): {raised}"
+            elif stock_error:
+                r["detail"] += f"; PyTorch's own Inductor raises another error ({where}): {stock_error}"
         elif got is not None and (got != got or got > tol):
             r["detail"] += (f"; {STOCK_INDUCTOR_TOO} ({where}; relative RMSE {got:.3g}): torch.compile's failure, "
                             "not the backend's")

@@ -22,10 +22,17 @@ def test_day0_backends_lists_it(installed):
     assert ".yaml" not in row
 
 
-def test_conformance_without_delegation_lists_missing_ops(installed):
-    results = installed.parent / "off.jsonl"
+def _conformance(installed, delegate: bool):
+    """The quick suite's KERNELS through the installed package, delegating or not: (the process,
+    its results file)."""
+    results = installed.parent / ("on.jsonl" if delegate else "off.jsonl")
     out = day0(installed, "conformance", "--backend", NAME, "--quick", "--kernels", KERNELS,
-               "--out", str(results), delegate=False)
+               "--out", str(results), delegate=delegate)
+    return out, results
+
+
+def test_conformance_without_delegation_lists_missing_ops(installed):
+    out, results = _conformance(installed, delegate=False)
     assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
     recs = records(results)
     assert {r["kernel"] for r in recs} == set(KERNELS.split(","))
@@ -36,9 +43,7 @@ def test_conformance_without_delegation_lists_missing_ops(installed):
 
 
 def test_conformance_with_delegation_passes_through_the_runtime(installed):
-    results = installed.parent / "on.jsonl"
-    out = day0(installed, "conformance", "--backend", NAME, "--quick", "--kernels", KERNELS,
-               "--out", str(results), delegate=True)
+    out, results = _conformance(installed, delegate=True)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     recs = records(results)
     assert len(recs) >= 9 and {r["kernel"] for r in recs} == set(KERNELS.split(","))

@@ -132,11 +132,9 @@ class FunctionEmitter:
         if not (isinstance(t, Trans) and t.order == [1, 0] and isinstance(t.src, Buf) and len(t.shape) == 2):
             return False
         ety = t.src.elem.buf
-        width = getattr(ety, "width", None) if isinstance(ety, ir.IntType) else \
-            {ir.FloatType: 32, ir.DoubleType: 64}.get(type(ety))
-        if width not in (8, 16, 32, 64):
+        if isinstance(ety, ir.PointerType) or _size(ety) not in (1, 2, 4, 8):
             return False
-        n = 16 if width <= 32 else 8
+        n = 16 if _size(ety) <= 4 else 8
         rows, cols = t.shape  # out is rows x cols; the source is cols x rows
         if rows % n or cols % n:
             return False

@@ -16,21 +16,15 @@ import triton
 import triton.language as tl
 
 from sdk.conformance.refmath import compute_dtype
+from sdk.conformance.inputs import distinct_choices, distinct_logits
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 _EXACT = Tolerance(exact=True)
 
 
-def _distinct_logits(T: int, E: int, gen: torch.Generator) -> torch.Tensor:
-    """[T, E] router logits with no ties in any row, representable exactly in bf16."""
-    pool = torch.unique(torch.linspace(-4.0, 4.0, 1 << 16).to(torch.bfloat16).float())  # ~2000 distinct values
-    idx = torch.argsort(torch.rand((T, pool.numel()), generator=gen), dim=1)[:, :E]
-    return pool[idx]
-
-
 def _routing(T: int, E: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """topk ids [T, k] int32 (distinct experts per token) and renormalised fp32 weights."""
-    ids = torch.argsort(torch.rand((T, E), generator=gen), dim=1)[:, :k].to(torch.int32)
+    ids = distinct_choices(T, E, k, gen).to(torch.int32)
     w = torch.rand((T, k), generator=gen) + 0.1
     return ids, (w / w.sum(1, keepdim=True)).float()
 
@@ -81,7 +75,7 @@ def _topk_softmax_kernel(logits_ptr, weights_ptr, ids_ptr, n_experts, stride_l,
 def _topk_inputs(case, dtype, device, gen):
     p = case.params
     T, E, k = p["tokens"], p["experts"], p["topk"]
-    return {"logits": _distinct_logits(T, E, gen).to(dtype).to(device),
+    return {"logits": distinct_logits(T, E, gen).to(dtype).to(device),
             "topk_weights": torch.empty((T, k), dtype=torch.float32, device=device),
             "topk_ids": torch.empty((T, k), dtype=torch.int32, device=device)}
 

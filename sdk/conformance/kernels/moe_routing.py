@@ -20,21 +20,11 @@ import torch
 import triton
 import triton.language as tl
 
+from sdk.conformance.inputs import distinct_logits
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 _EXACT = Tolerance(exact=True)
 _GAP = 4e-6  # smallest gap between biased scores (and between group scores) that inputs keep
-_POOL: list[torch.Tensor] = []
-
-
-def _distinct_logits(T: int, E: int, gen: torch.Generator) -> torch.Tensor:
-    """[T, E] router logits, no ties in a row, each exact in bf16 (drawn from the bf16 values in [-4, 4])."""
-    if not _POOL:
-        _POOL.append(torch.unique(torch.linspace(-4.0, 4.0, 1 << 16).to(torch.bfloat16).float()))
-    pool = _POOL[0]
-    return pool[torch.argsort(torch.rand((T, pool.numel()), generator=gen), dim=1)[:, :E]]
-
-
 # ------------------------------------------------------------------------ moe_grouped_topk_sigmoid
 @triton.jit
 def _grouped_topk_sigmoid_kernel(logits_ptr, bias_ptr, weights_ptr, ids_ptr, stride_l, routed_scaling,
@@ -111,7 +101,7 @@ def _grouped_inputs(case, dtype, device, gen):
     bias = (torch.rand((E,), generator=gen) * 0.2 - 0.1).float()       # one correction bias per expert
     rows, need = [], T
     for _ in range(50):  # keep rows whose scores lie far enough apart for fp32 to order them as fp64 does
-        cand = _distinct_logits(need + need // 2 + 8, E, gen)
+        cand = distinct_logits(need + need // 2 + 8, E, gen)
         biased = torch.sigmoid(cand.double()) + bias.double()
         ok = (_min_gap(biased) >= _GAP) & (_min_gap(_group_scores(biased, G)) >= _GAP)
         rows.append(cand[ok][:need])
@@ -227,7 +217,7 @@ def topk_sigmoid(logits, topk_weights, topk_ids) -> None:
 def _topk_inputs(case, dtype, device, gen):
     p = case.params
     T, E, k = p["tokens"], p["experts"], p["topk"]
-    return {"logits": _distinct_logits(T, E, gen).to(dtype).to(device),
+    return {"logits": distinct_logits(T, E, gen).to(dtype).to(device),
             "topk_weights": torch.empty((T, k), dtype=torch.float32, device=device),
             "topk_ids": torch.empty((T, k), dtype=torch.int32, device=device)}
 

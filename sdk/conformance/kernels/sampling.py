@@ -22,19 +22,11 @@ import torch
 import triton
 import triton.language as tl
 
+from sdk.conformance.inputs import llm_logits
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 _EXACT = Tolerance(exact=True)
 _MODELS = ("qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3", "mamba2", "minimax")
-
-
-def _llm_logits(B: int, V: int, gen: torch.Generator) -> torch.Tensor:
-    """A broad background plus a few strongly preferred tokens per row, like a language model head."""
-    x = torch.randn((B, V), generator=gen) * 2.0
-    n_hot = min(24, V)
-    hot = torch.argsort(torch.rand((B, V), generator=gen), dim=1)[:, :n_hot]
-    x.scatter_add_(1, hot, 6.0 + 8.0 * torch.rand((B, n_hot), generator=gen))
-    return x
 
 
 # ----------------------------------------------------------------------------- topk/topp masking
@@ -151,7 +143,7 @@ def _pick_top_p(x: torch.Tensor, k: int, gen: torch.Generator) -> float:
 
 def _mask_inputs(case, dtype, device, gen):
     B, V = case.params["batch"], case.params["vocab"]
-    logits = _llm_logits(B, V, gen).to(dtype)
+    logits = llm_logits(B, V, gen).to(dtype)
     temperature = (0.5 + torch.rand((B,), generator=gen)).float()
     top_k = torch.tensor([(0, 20, 1, 50, V, 7)[i % 6] for i in range(B)], dtype=torch.int32)
     top_p = torch.ones((B,), dtype=torch.float32)
@@ -242,7 +234,7 @@ def _draw_ratios(x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 def _draw_inputs(case, dtype, device, gen):
     B, V = case.params["batch"], case.params["vocab"]
-    logits = _llm_logits(B, V, gen)
+    logits = llm_logits(B, V, gen)
     keep = torch.tensor([(V, 50, 1000, 1)[i % 4] for i in range(B)])
     for i in range(B):  # as left by top-k masking
         if keep[i] < V:

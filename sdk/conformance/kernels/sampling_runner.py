@@ -39,6 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
+from sdk.conformance.inputs import llm_logits
 from sdk.conformance.spec import Case, KernelSpec, Tolerance, register
 
 _EXACT = Tolerance(exact=True)
@@ -47,15 +48,6 @@ _MODELS = ("qwen3_5", "qwen3_next", "llama3_1", "mixtral", "deepseek_v3", "mamba
 _QWEN_V, _QWEN35_V = 151936, 248320
 _U_MIN, _U_MAX = 4.6566127342e-10, 0.99999994  # the open interval the noise is drawn from (fp32)
 _PAD_SLOT_ID = -1
-
-
-def _llm_logits(B: int, V: int, gen: torch.Generator) -> torch.Tensor:
-    """A broad background plus a few strongly preferred tokens per row, like a language model head."""
-    x = torch.randn((B, V), generator=gen) * 2.0
-    n_hot = min(24, V)
-    hot = torch.argsort(torch.rand((B, V), generator=gen), dim=1)[:, :n_hot]
-    x.scatter_add_(1, hot, 6.0 + 8.0 * torch.rand((B, n_hot), generator=gen))
-    return x
 
 
 # ------------------------------------------------------------------------------------ temperature
@@ -100,7 +92,7 @@ def _temp_inputs(case, dtype, device, gen):
     temps = (0.2 + 1.6 * torch.rand((p["max_reqs"],), generator=gen)).float()
     temps[torch.randperm(p["max_reqs"], generator=gen)[:max(1, p["max_reqs"] // 4)]] = 0.0   # greedy requests
     temps[torch.randperm(p["max_reqs"], generator=gen)[:max(1, p["max_reqs"] // 6)]] = 1.0
-    logits = _llm_logits(p["rows"], p["vocab"], gen).to(dtype)
+    logits = llm_logits(p["rows"], p["vocab"], gen).to(dtype)
     return {"logits": logits.to(device), "idx_mapping": idx.to(device), "temperature": temps.to(device)}
 
 
@@ -360,7 +352,7 @@ def _pick_top_p(x: torch.Tensor, k: int, gen: torch.Generator) -> float:
 def _topk_topp_inputs(case, dtype, device, gen):
     p = case.params
     B, V = p["batch"], p["vocab"]
-    x = _llm_logits(B, V, gen) / (0.5 + torch.rand((B, 1), generator=gen))  # after temperature
+    x = llm_logits(B, V, gen) / (0.5 + torch.rand((B, 1), generator=gen))  # after temperature
     for r in range(B):
         if r % 3 == 1:  # logits of a bf16 LM head copied to fp32: many ties
             x[r] = x[r].to(torch.bfloat16).float()
@@ -585,9 +577,7 @@ def _gumbel_inputs(case, dtype, device, gen):
     temps[torch.randperm(max_reqs, generator=gen)[:max(1, max_reqs // 6)]] = 0.0
     pos = torch.randint(0, 30000, (rows,), generator=gen)
     # a flat head: two dozen candidates within a few logits of each other, so the noise decides
-    x = 0.5 * torch.randn((rows, V), generator=gen)
-    hot = torch.argsort(torch.rand((rows, V), generator=gen), dim=1)[:, :24]
-    x.scatter_add_(1, hot, 2.0 + 2.0 * torch.rand((rows, 24), generator=gen))
+    x = llm_logits(rows, V, gen, spread=0.5, boost=(2.0, 2.0))
     for r in range(rows):
         if r % 3 == 2:  # as left by top-k / top-p masking
             kth = torch.topk(x[r], (50, 7, 1000)[(r // 3) % 3]).values[-1]

@@ -621,11 +621,37 @@ def test_a_gate_is_read_off_the_model_transformers_builds(tmp_path, model_type, 
     ("roformer", "LayerNorm", True),   # a sinusoidal table (an nn.Embedding) that feeds a rotary
     ("llama", "RMSNorm", True),
     ("t5", "RMSNorm", False),          # T5LayerNorm divides by the RMS, no mean; relative position bias
+    ("marian", "LayerNorm", False),    # a sine table (an nn.Embedding subclass) added to the embeddings
+    ("xglm", "LayerNorm", False),      # a sine table as a plain module
+    ("ctrl", "LayerNorm", False),      # a sine table kept as a floating-point buffer (pos_encoding)
+    ("cpmant", "RMSNorm", False),      # a segment and relative position bias held as an nn.Parameter
+    ("xlnet", "LayerNorm", False),     # Transformer-XL relative attention (r_w_bias, r_r_bias)
 ])
 def test_norm_and_positions_are_read_off_the_model_transformers_builds(tmp_path, model_type, norm, rope):
     fams = set(families(_defaults(tmp_path, model_type)))
     assert norm in fams and ({"LayerNorm", "RMSNorm"} - {norm}).isdisjoint(fams)
     assert bool(ROPES & fams) == rope
+
+
+@pytest.mark.parametrize("model_type, positions, family, rope", [
+    ("marian", "sinusoidal absolute positions", None, False),
+    ("ctrl", "sinusoidal absolute positions", None, False),
+    ("cpmant", "relative position bias", "attention with relative position bias", False),
+    ("xlnet", "relative attention (Transformer-XL)", "relative attention (Transformer-XL)", False),
+    ("roformer", "sinusoidal absolute positions", None, True),  # its sine table feeds its rotary (rotary_value)
+])
+def test_how_positions_enter_is_read_off_the_model(tmp_path, model_type, positions, family, rope):
+    """Positions are read off the modules, parameters and buffers of the model transformers builds:
+    a sine table is neither a rotary embedding nor a bias (unless the config says rotary, as
+    RoFormer's does); relative positions that enter through parameters (CPM-Ant) are a bias on the
+    logits, and Transformer-XL's relative attention is a family of its own that no suite kernel runs."""
+    from transformers import CONFIG_MAPPING
+    from sdk.report.families import structure
+    assert structure(CONFIG_MAPPING[model_type]().get_text_config()).positions == positions
+    fams = families(_defaults(tmp_path, model_type))
+    if family:
+        assert family in fams and fams[family] == []   # named, and no suite kernel covers it
+    assert bool(ROPES & set(fams)) == rope
 
 
 def test_a_window_that_spans_the_whole_context_is_not_sliding_attention(tmp_path):

@@ -100,6 +100,7 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     "attention (bidirectional, encoder)": ("encoder_attention",),
     "cross-attention (decoder over the encoder's output)": ("unified_attention",),
     "attention with relative position bias": (),
+    "relative attention (Transformer-XL)": (),
     "ReLU (non-gated MLP)": (),
     "ALiBi attention": ("unified_attention",),
     "attention with sinks": ("unified_attention",),
@@ -369,6 +370,11 @@ def _attr(c: Any, name: str) -> Any:
 
 #: what `structure` calls positions that enter attention as a bias on its logits
 RELATIVE = "relative position bias"
+#: positions added to the embeddings from a fixed sine table (Marian, Pegasus, XGLM, M2M100, CTRL)
+SINUSOIDAL = "sinusoidal absolute positions"
+#: Transformer-XL's relative attention (XLNet, Funnel): a score of its own against relative
+#: position encodings, with the learned biases r_w_bias and r_r_bias, not a bias table
+XL_RELATIVE = "relative attention (Transformer-XL)"
 #: a field that holds the depth
 _DEPTH = re.compile(r"^(num_hidden_layers|n_layers?|num_layers|decoder_layers|encoder_layers)$")
 
@@ -378,7 +384,7 @@ class Structure:
     """What the model transformers builds from a config shows (see `structure`); None: cannot tell."""
     gated: bool | None = None       # the MLP multiplies a gate into its up projection
     norm: str | None = None         # "LayerNorm" or "RMSNorm": the first norm of a layer
-    positions: str | None = None    # "rotary", "learned absolute positions" or RELATIVE
+    positions: str | None = None    # "rotary", "learned absolute positions", SINUSOIDAL, RELATIVE, XL_RELATIVE
 
 
 _STRUCTURES: dict[str, Structure] = {}  # config JSON -> its structure (reports ask again)
@@ -396,9 +402,14 @@ def structure(c: Any) -> Structure:
       that same layer (or, with no such layer, of the first layer that projects the hidden size),
       LayerNorm when it removes the mean and RMSNorm when not (`_norm_kind`; by its class name where
       it cannot run); the text layer's, not a vision or protein tower's;
-    - positions: a *Rotary* module anywhere is rotary; an nn.Embedding named relative_* or rel_* is
-      a relative position bias (T5's buckets, DeBERTa); else an nn.Embedding named for positions is
-      learned absolute positions (BART, Whisper, BERT).
+    - positions: a *Rotary* module anywhere is rotary; an nn.Embedding or parameter named
+      relative_* or rel_*, or a *Relative*Bias / *Relative*Logits module, is a relative position
+      bias (T5's buckets, DeBERTa, CPM-Ant's segment bias); parameters r_w_bias and r_r_bias are
+      Transformer-XL's relative attention (XLNet, Funnel); else a *Sinusoidal*Position* module or a
+      floating-point buffer named for positions is a sine table added to the embeddings (Marian,
+      Pegasus, XGLM, CTRL), and an nn.Embedding named for positions is learned absolute positions
+      (BART, Whisper, BERT). A sine table beside a rotary read of the config (RoFormer's feeds its
+      rotary) is left to that read.
     The model is the causal LM, or for an encoder-decoder (T5, BART) or an encoder (BERT, DeBERTa)
     the class the model tier builds (its sequence-to-sequence or masked LM).
     A field is None when the model cannot tell (no causal or text model class, a build that fails,
@@ -444,6 +455,7 @@ def _structure(c: Any) -> Structure:
     blocks: dict[str, tuple[list[int], set[int]]] = {}  # layer -> (up widths, down widths)
     norms: dict[str, str] = {}  # layer -> the class of its first norm module
     rotary = positions = None
+    relative = _relative_positions(model)
     for name, mod in model.named_modules():
         parts = name.split(".")
         layer = _layer_of(parts)
@@ -451,9 +463,10 @@ def _structure(c: Any) -> Structure:
         if "Rotary" in kind:
             rotary = "rotary"
         elif re.match(r"rel(ative)?_", parts[-1].lower()) and isinstance(mod, torch.nn.Embedding):
-            positions = RELATIVE  # T5's bucketed bias, DeBERTa's relative embeddings
-        elif positions is None and "pos" in parts[-1].lower() and isinstance(mod, torch.nn.Embedding) \
-                and "Sinusoidal" not in kind:  # RoFormer's sinusoidal table feeds its rotary
+            relative = relative or RELATIVE  # T5's bucketed bias, DeBERTa's relative embeddings
+        elif positions is None and "Sinusoidal" in kind and "Position" in kind:
+            positions = SINUSOIDAL
+        elif positions is None and "pos" in parts[-1].lower() and isinstance(mod, torch.nn.Embedding):
             positions = "learned absolute positions"
         if layer is not None and layer not in norms:
             named = "LayerNorm" if isinstance(mod, torch.nn.LayerNorm) or kind.endswith("LayerNorm") else \
@@ -470,7 +483,22 @@ def _structure(c: Any) -> Structure:
     layer, gated = _mlp_layer(blocks)
     if layer is None:  # experts as 3-D weights: the first layer that reads the hidden state
         layer = next((name for name, (ups, _) in blocks.items() if ups and name in norms), None)
-    return Structure(gated, norms.get(layer) if layer is not None else None, rotary or positions)
+    if positions is None and any("pos" in n.rpartition(".")[2].lower() and b.is_floating_point()
+                                 for n, b in model.named_buffers()):
+        positions = SINUSOIDAL  # a table kept as a buffer (CTRL's pos_encoding); position_ids are integers
+    return Structure(gated, norms.get(layer) if layer is not None else None, rotary or relative or positions)
+
+
+def _relative_positions(model: Any) -> str | None:
+    """RELATIVE or XL_RELATIVE when the model's attention reads relative positions through
+    parameters or bias modules (see `structure`); None otherwise."""
+    names = {n.rpartition(".")[2].lower() for n, _ in model.named_parameters()}
+    if {"r_w_bias", "r_r_bias"} & names:
+        return XL_RELATIVE
+    if any(re.match(r"rel(ative)?_", n) for n in names) or \
+            any(re.search(r"Relative\w*(Bias|Logits)", type(m).__name__) for m in model.modules()):
+        return RELATIVE
+    return None
 
 
 def _layer_of(parts: list[str]) -> str | None:
@@ -780,17 +808,21 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
 
     # ------------------------------------------------------------------ positions
     positions = NO_ROPE.get(mt)
-    if positions is None and built.positions not in (None, "rotary"):  # the model embeds positions, no rotary
-        positions = built.positions
+    rotary_field = any("rotary" in k for k in c.to_dict())  # RoFormer: rotary_value
+    if positions is None and built.positions not in (None, "rotary") and \
+            not (built.positions == SINUSOIDAL and rotary_field):  # a sine table that feeds a rotary
+        positions = built.positions  # the model embeds positions, no rotary
     if mt == "granitemoehybrid" and _get(c, "position_embedding_type") != "rope":
         positions = f"none (position_embedding_type={_get(c, 'position_embedding_type')})"
     if _get(c, "alibi") is True:
         positions = "ALiBi"
-    rotary = built.positions == "rotary" or any("rotary" in k for k in c.to_dict())  # RoFormer: rotary_value
+    rotary = built.positions == "rotary" or rotary_field
     if (encoder and not rotary) or str(_get(c, "position_embedding_type") or "") == "absolute":
         positions = positions or "learned absolute positions"
     if ATTN in mixers and positions == RELATIVE:
         need("attention with relative position bias", f"model_type={mt} (a bias from the query-key distance)")
+    if ATTN in mixers and positions == XL_RELATIVE:
+        need(XL_RELATIVE, f"model_type={mt} (parameters r_w_bias and r_r_bias)")
     if ATTN in mixers and positions == "ALiBi":
         need("ALiBi attention", "alibi" if _get(c, "alibi") is True else f"model_type={mt}")
     if ATTN in mixers and not positions and not mla:

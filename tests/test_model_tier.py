@@ -581,6 +581,26 @@ def test_a_stack_run_in_cycles_keeps_its_cycles(tmp_path):
     _decode_equals_one_pass({**job.spec(), "tokens": 6})
 
 
+def test_a_depth_split_into_stages_of_paired_blocks_stays_whole(tmp_path):
+    """Dory splits its depth into input, recurrent and output layers whose counts must sum to it,
+    and lists each layer as two blocks (attention, then "mlp") that its config reads back in pairs:
+    the stages shrink in proportion and in whole pairs, and the model builds and decodes (its
+    scaled config broke transformers' validation before). A split with no paired list shrinks too."""
+    from sdk.modeltier.scale import scale
+    pytest.importorskip("transformers.models.dory")
+    job = _plan_config(tmp_path, "dory", _defaults("dory"))
+    c = job.config
+    parts = [c["n_input_layers"], c["n_recurrent_layers"], c["n_output_layers"]]
+    assert sum(parts) == c["num_hidden_layers"] == len(c["layer_types"]) < 72
+    assert all(n > 0 and n % 2 == 0 for n in parts)
+    assert c["layer_types"][1::2] == ["mlp"] * (len(c["layer_types"]) // 2)
+    _decode_equals_one_pass({**job.spec(), "tokens": 6})
+    plain = scale({"model_type": "x", "hidden_size": 64, "num_hidden_layers": 30, "n_encoder_layers": 12,
+                   "n_decoder_layers": 18})[0]
+    assert plain["n_encoder_layers"] + plain["n_decoder_layers"] == plain["num_hidden_layers"] < 30
+    assert min(plain["n_encoder_layers"], plain["n_decoder_layers"]) >= 1
+
+
 def test_a_layer_type_transformers_needs_twice_appears_twice(tmp_path):
     """Zamba ties one shared transformer block from its first hybrid layer to the others, and
     transformers cannot build a Zamba with a single hybrid layer: the plan finds that out on the

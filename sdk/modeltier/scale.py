@@ -13,8 +13,9 @@ under any of their names (ffn_dim, dim_ff, moe_hidden_size ..., per-layer lists 
 and output projections (64), head counts (down to the GQA ratio), expert count (at least 2 x top-k,
 whole groups), depth (one period of every per-layer pattern: layer types, MLP types, each at least
 once; where the last layers reuse earlier layers' keys and values, that period twice, the second
-reusing; a stack run several times keeps its cycles, each of the scaled depth; lists of layer
-indices follow), vocabulary (512; other sizes of the same vocabulary follow
+reusing; a stack run several times keeps its cycles, each of the scaled depth; a depth split
+into stages (fields *layers that sum to it) keeps every stage, in proportion; layer types listed
+as pairs of blocks stay whole pairs; lists of layer indices follow), vocabulary (512; other sizes of the same vocabulary follow
 it in proportion; hashed n-gram tables 512), sliding windows, attention chunks and sparse-attention
 top-k (8 tokens, or whole pools of a pooled top-k, so a short prompt crosses them; a window that spans the whole context never binds
 and is kept). Per-layer overrides (keyed by layer index) are scaled as the config is, for the layers
@@ -289,8 +290,10 @@ def _scale_depth(d: dict, put, notes: list[str], times: int = 1) -> None:
     old = d.get("num_hidden_layers")
     lkey = next((k for k in _LAYER_LIST_KEYS if isinstance(d.get(k), list) and d[k]), None)
     index_lists = [k for k in d if _INDEX_LIST_NAME.search(k) and _is_index_list(d[k], old)]
+    unit = 1  # layers come in groups of this many (Dory's attention and MLP blocks)
     if lkey is not None:
-        layers = _covering(d[lkey], times)
+        unit = _period(d[lkey])
+        layers = -(-_covering(d[lkey], times) // unit) * unit
     elif isinstance(d.get("hybrid_override_pattern"), str) and d["hybrid_override_pattern"]:
         pattern = d["hybrid_override_pattern"]
         layers = _covering(pattern, times)
@@ -323,6 +326,12 @@ def _scale_depth(d: dict, put, notes: list[str], times: int = 1) -> None:
         layers *= 2
     if isinstance(old, int):
         layers = min(layers, old)
+    parts = _depth_parts(d, old)
+    if parts:  # the depth split into stages (Dory: input, recurrent and output layers), in whole groups
+        unit = unit if all(d[k] % unit == 0 for k in parts) else 1
+        layers = min(max(layers, len(parts) * unit), old)
+        for key, n in zip(parts, _shares([d[k] // unit for k in parts], layers // unit)):
+            put(key, n * unit)
     for key, value in list(d.items()):
         if key != "num_hidden_layers" and re.search(r"(layers|blocks)$", key) and type(value) is int \
                 and value == old:  # the depth stored again (xLSTM's num_blocks)
@@ -351,6 +360,38 @@ def _scale_depth(d: dict, put, notes: list[str], times: int = 1) -> None:
         layers = repeats * d[per]
     if "num_hidden_layers" in d:
         put("num_hidden_layers", layers)
+
+
+def _period(seq: list) -> int:
+    """2 when a list of layer types comes in pairs whose second block is always one type found
+    nowhere else (Dory lists each layer as an attention block and then "mlp", and its config reads
+    the list back in pairs); else 1. A longer repeating pattern (three sliding layers, then a full
+    one) is no group: its layers stand alone, and one of each kind covers it."""
+    values = list(map(str, seq))
+    if len(values) < 4 or len(values) % 2 or len(set(values[1::2])) != 1:
+        return 1
+    return 1 if set(values[1::2]) & set(values[0::2]) else 2
+
+
+def _depth_parts(d: dict, old: Any) -> list[str]:
+    """Integer fields named *layers, two or more, that split the depth `old` into stages: they sum
+    to it exactly, each a positive part of it. [] when there are none."""
+    if not isinstance(old, int):
+        return []
+    keys = [k for k, v in d.items() if k != "num_hidden_layers" and k.endswith("layers") and type(v) is int
+            and 0 < v < old]
+    return keys if len(keys) >= 2 and sum(d[k] for k in keys) == old else []
+
+
+def _shares(parts: list[int], total: int) -> list[int]:
+    """`total` (at least len(parts)) split in proportion to `parts`, each share at least one: one
+    each, then the rest by largest remainder."""
+    extra = total - len(parts)
+    exact = [extra * p / sum(parts) for p in parts]
+    shares = [1 + int(e) for e in exact]
+    for i in sorted(range(len(parts)), key=lambda i: int(exact[i]) - exact[i])[:total - sum(shares)]:
+        shares[i] += 1
+    return shares
 
 
 def _covering(seq: Any, times: int) -> int:

@@ -519,6 +519,19 @@ def test_routers_as_transformers_computes_them(tmp_path, model_type, router):
     assert not any(n.startswith("cannot classify: the MoE router") for n in fams)
 
 
+@pytest.mark.parametrize("model_type, home", [("sarvam_mla", "deepseek_v3"), ("sarvam_moe", "glm4_moe")])
+def test_a_model_type_built_with_another_types_code_routes_as_that_type(tmp_path, model_type, home):
+    """Sarvam-MLA and Sarvam-MoE have configs of their own but transformers builds them with
+    DeepSeek-V3's and GLM-4-MoE's modeling code: their router is that code's (the grouped one)."""
+    from transformers import CONFIG_MAPPING
+    if model_type not in CONFIG_MAPPING:
+        pytest.skip(f"not installed: a transformers that knows {model_type}")
+    fams = {f.name: f for f in config_needs(_defaults(tmp_path, model_type)).families}
+    assert ROUTERS & set(fams) == {"grouped top-k routing"} and fams["grouped top-k routing"].kernels
+    assert any(f"transformers builds it as {home}" in w for w in fams["grouped top-k routing"].why)
+    assert not any(n.startswith("cannot classify") for n in fams)
+
+
 @pytest.mark.parametrize("model_type", ["arcee", "nanochat", "persimmon"])
 def test_relu2_without_a_gate_projection(tmp_path, model_type):
     fams = families(_defaults(tmp_path, model_type))

@@ -341,11 +341,36 @@ ROUTING_IF = {**dict.fromkeys(("deepseek_v2", "deepseek_ocr2_text", "unlimited_o
 
 
 def _routing(c: Any, mt: str) -> tuple[str, str] | None:
-    """The router of model type `mt` as `c` configures it, or None where it is not known."""
+    """The router of model type `mt` as `c` configures it, or None where it is not known. A model
+    type that transformers builds with another type's modeling code (Sarvam-MLA as DeepSeek-V3,
+    Sarvam-MoE as GLM-4-MoE) routes as that type does."""
     if mt in ROUTING_IF:
         field, value, routing = ROUTING_IF[mt]
         return routing if _get(c, field) == value else None
-    return ROUTING.get(mt)
+    if mt in ROUTING:
+        return ROUTING[mt]
+    home = _implementing_type(c)
+    if home is None or home == mt or (home not in ROUTING and home not in ROUTING_IF):
+        return None
+    routing = _routing(c, home)
+    return None if routing is None else (routing[0], f"{routing[1]} (transformers builds it as {home})")
+
+
+def _implementing_type(c: Any) -> str | None:
+    """The model type whose modeling code transformers builds `c`'s language model with, read off
+    the class's module (transformers.models.<type>.modeling_<type>); None when there is none."""
+    from ..modeltier.classes import model_class
+    from ..models.hfconfig import quiet_transformers
+    try:
+        with quiet_transformers():
+            cls, _ = model_class(c, multimodal_part=False)
+    except Exception:  # noqa: BLE001 - a class transformers cannot import: not known
+        return None
+    parts = (getattr(cls, "__module__", "") or "").split(".")
+    if len(parts) < 3 or parts[:2] != ["transformers", "models"]:
+        return None
+    home = parts[2]
+    return next((t for t in (home, home.replace("_", "-")) if t in ROUTING or t in ROUTING_IF), home)
 
 
 def _get(c: Any, *names: str) -> Any:

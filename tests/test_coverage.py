@@ -532,6 +532,14 @@ def test_a_model_type_built_with_another_types_code_routes_as_that_type(tmp_path
     assert not any(n.startswith("cannot classify") for n in fams)
 
 
+def test_relu2_with_a_gate_projection_is_a_family_of_its_own(tmp_path):
+    """BitNet multiplies relu2(gate) into its up projection: a gated family no suite kernel runs,
+    named (not "cannot classify") and not the non-gated ReLU²."""
+    fams = families(_defaults(tmp_path, "bitnet"))
+    assert fams["ReLU²-and-mul (gated MLP)"] == [] and "ReLU² (non-gated MLP)" not in fams
+    assert not [f for f in fams if f.startswith("cannot classify")]
+
+
 @pytest.mark.parametrize("model_type", ["arcee", "nanochat", "persimmon"])
 def test_relu2_without_a_gate_projection(tmp_path, model_type):
     fams = families(_defaults(tmp_path, model_type))

@@ -97,6 +97,8 @@ FAMILY_KERNELS: dict[str, tuple[str, ...]] = {
     "LayerNorm": ("layernorm",),
     "GELU (non-gated MLP)": ("gelu",),
     "ReLU² (non-gated MLP)": ("relu2",),
+    "ReLU²-and-mul (gated MLP)": (),
+    "ReLU-and-mul (gated MLP)": (),
     "attention (bidirectional, encoder)": ("encoder_attention",),
     "cross-attention (decoder over the encoder's output)": ("unified_attention",),
     "attention with relative position bias": (),
@@ -788,6 +790,8 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
         elif not non_gated and gelu:
             tanh = act in ("gelu_pytorch_tanh", "gelu_new", "gelu_fast", "gelu_tanh")
             need("GeGLU (tanh GELU-and-mul)" if tanh else "GeGLU (exact GELU-and-mul)", why)
+        elif not non_gated and act in ("relu2", "relu"):  # BitNet: relu2(gate) * up
+            need("ReLU²-and-mul (gated MLP)" if act == "relu2" else "ReLU-and-mul (gated MLP)", why)
         else:
             need(f"{UNCLASSIFIED}: MLP activation '{act or 'none'}' of model_type {mt}", why)
     if not encoder:

@@ -532,6 +532,21 @@ def test_a_model_type_built_with_another_types_code_routes_as_that_type(tmp_path
     assert not any(n.startswith("cannot classify") for n in fams)
 
 
+@pytest.mark.parametrize("model_type, mixer", [("lara_mini", "Gated DeltaNet"), ("bailing_hybrid", "Kimi Delta Attention")])
+def test_linear_attention_of_a_model_type_no_table_knows_is_read_from_its_code(tmp_path, model_type, mixer):
+    """A model type the layer tables do not name: its "linear_attention" layers are the mixer whose
+    kernel its modeling code asks transformers' kernel hub for (chunk_gated_delta_rule, chunk_kda)."""
+    from transformers import CONFIG_MAPPING
+    from sdk.report.families import LAYER_MIXERS
+    if model_type not in CONFIG_MAPPING:
+        pytest.skip(f"not installed: a transformers that knows {model_type}")
+    assert "linear_attention" not in LAYER_MIXERS.get(model_type, {})
+    needs = {f.name: f for f in config_needs(_defaults(tmp_path, model_type)).families}
+    assert mixer in needs and "causal conv1d" in needs
+    assert any("its modeling code calls chunk_" in w for w in needs[mixer].why)
+    assert not any(n.startswith("cannot classify: layer type 'linear_attention'") for n in needs)
+
+
 def test_relu2_with_a_gate_projection_is_a_family_of_its_own(tmp_path):
     """BitNet multiplies relu2(gate) into its up projection: a gated family no suite kernel runs,
     named (not "cannot classify") and not the non-gated ReLU²."""

@@ -10,7 +10,9 @@ part. models.md's table lists the signals; beyond it:
                        "linear_attention", and what that is depends on the model type (LAYER_MIXERS):
                        Gated DeltaNet in Qwen3-Next / Qwen3.5, a Mamba-2 mixer in Nemotron-H and
                        Granite-4.0-H, Mamba-1 in Jamba, lightning attention in MiniMax, Kimi Delta
-                       Attention in Kimi-Linear; "indexed_attention" is attention whose queries see
+                       Attention in Kimi-Linear (for a model type no table knows, the linear-attention
+                       kernel its modeling code asks the kernel hub for: HUB_MIXERS);
+                       "indexed_attention" is attention whose queries see
                        the top-k keys of a lightning indexer (DeepSeek-V3.2, GLM-5)
   MLP                  the activation field (or the model type's own, FIXED_ACT), and whether a gate
                        multiplies the up projection: read off the model transformers builds from the
@@ -358,9 +360,9 @@ def _routing(c: Any, mt: str) -> tuple[str, str] | None:
     return None if routing is None else (routing[0], f"{routing[1]} (transformers builds it as {home})")
 
 
-def _implementing_type(c: Any) -> str | None:
-    """The model type whose modeling code transformers builds `c`'s language model with, read off
-    the class's module (transformers.models.<type>.modeling_<type>); None when there is none."""
+def _modeling_module(c: Any) -> str | None:
+    """The module of the class transformers builds `c`'s language model with
+    (transformers.models.<type>.modeling_<type>), or None."""
     from ..modeltier.classes import model_class
     from ..models.hfconfig import quiet_transformers
     try:
@@ -368,11 +370,40 @@ def _implementing_type(c: Any) -> str | None:
             cls, _ = model_class(c, multimodal_part=False)
     except Exception:  # noqa: BLE001 - a class transformers cannot import: not known
         return None
-    parts = (getattr(cls, "__module__", "") or "").split(".")
-    if len(parts) < 3 or parts[:2] != ["transformers", "models"]:
+    name = getattr(cls, "__module__", "") or ""
+    return name if name.startswith("transformers.models.") and name.count(".") >= 3 else None
+
+
+def _implementing_type(c: Any) -> str | None:
+    """The model type whose modeling code transformers builds `c`'s language model with, read off
+    the class's module; None when there is none."""
+    module = _modeling_module(c)
+    if module is None:
         return None
-    home = parts[2]
+    home = module.split(".")[2]
     return next((t for t in (home, home.replace("_", "-")) if t in ROUTING or t in ROUTING_IF), home)
+
+
+#: the linear-attention kernels a modeling module asks transformers' kernel hub for, and the mixer
+#: each is (Lara-Mini and Qwen-4's Gated DeltaNet; GLM-5-Next's and Bailing-Hybrid's KDA)
+HUB_MIXERS = {"chunk_gated_delta_rule": GDN, "chunk_kda": KDA}
+
+
+def _linear_mixer_from_code(c: Any) -> tuple[str, str] | None:
+    """(mixer, kernel name) of a model type no table knows, when its modeling code asks the kernel
+    hub for exactly one kind of linear-attention kernel (HUB_MIXERS); else None."""
+    import importlib
+    import inspect
+    module = _modeling_module(c)
+    if module is None:
+        return None
+    try:
+        source = inspect.getsource(importlib.import_module(module))
+    except Exception:  # noqa: BLE001 - no source to read: not known
+        return None
+    asked = set(re.findall(r"use_kernel_func_from_hub_with_fallback\(\s*[\"'](\w+)[\"']", source))
+    found = {HUB_MIXERS[k]: k for k in sorted(asked) if k in HUB_MIXERS}
+    return next(iter(found.items())) if len(found) == 1 else None
 
 
 def _get(c: Any, *names: str) -> Any:
@@ -728,7 +759,13 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
     mixers: dict[str, list[str]] = {}
     if isinstance(layer_types, list) and layer_types:
         table = {**COMMON_LAYERS, **LAYER_MIXERS.get(mt, {})}
-        for t in dict.fromkeys(str(t) for t in layer_types):
+        kinds = list(dict.fromkeys(str(t) for t in layer_types))
+        read = _linear_mixer_from_code(c) if "linear_attention" in kinds and "linear_attention" not in table \
+            else None  # a model type no table knows: its modeling code says
+        for t in kinds:
+            if t == "linear_attention" and read is not None:
+                mixers.setdefault(read[0], []).append(f"{t} = {read[0]} in {mt} (its modeling code calls {read[1]})")
+                continue
             if t not in table:
                 need(f"{UNCLASSIFIED}: layer type '{t}' of model_type {mt}", "layer_types")
             for m in table.get(t, ()):

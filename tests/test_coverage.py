@@ -547,6 +547,22 @@ def test_linear_attention_of_a_model_type_no_table_knows_is_read_from_its_code(t
     assert not any(n.startswith("cannot classify: layer type 'linear_attention'") for n in needs)
 
 
+@pytest.mark.parametrize("model_type, gated", [("qwen3_next", True), ("olmo_hybrid", False)])
+def test_whether_a_hybrids_attention_gates_its_output_is_read_off_the_model(tmp_path, model_type, gated):
+    """Qwen3-Next's attention layers make an output gate with their queries (q_proj of twice the
+    width); OLMo-Hybrid's, beside the same Gated DeltaNet layers, do not. Read off the model built
+    with its first layer and its first attention layer (OLMo-Hybrid refuses to build without a
+    linear one)."""
+    from transformers import CONFIG_MAPPING
+    from sdk.report.families import attention_gated
+    cfg = CONFIG_MAPPING[model_type]()
+    first = next(i for i, t in enumerate(cfg.layer_types) if t == "full_attention")
+    assert attention_gated(cfg, first) is gated
+    fams = families(_defaults(tmp_path, model_type))
+    assert ("attention prefill (gated, varlen)" in fams) is gated
+    assert ("attention prefill (causal GQA, no output gate)" in fams) is not gated
+
+
 def test_relu2_with_a_gate_projection_is_a_family_of_its_own(tmp_path):
     """BitNet multiplies relu2(gate) into its up projection: a gated family no suite kernel runs,
     named (not "cannot classify") and not the non-gated ReLU²."""

@@ -483,32 +483,15 @@ def structure(c: Any) -> Structure:
 
 def _structure(c: Any) -> Structure:
     import torch
-    from ..modeltier.classes import model_class, other_class
     from ..modeltier.scale import mlp_width
-    from ..models.hfconfig import config_object, quiet_transformers
     try:
         d = c.to_dict()
         hidden = next((d[k] for k in ("hidden_size", "d_model", "n_embd") if type(d.get(k)) is int), None)
         widths = {v for k, v in d.items() if type(v) is int and v > 0 and mlp_width(k)}
-        with quiet_transformers():  # importing a modeling module may warn (FLA without a GPU)
-            cls, _ = model_class(c, multimodal_part=False)
-            if cls is None or getattr(c, "is_encoder_decoder", False) or d.get("is_decoder") is False:
-                # an encoder-decoder's whole model, an encoder's masked LM (or base model); where
-                # none reads token ids (Whisper), the causal LM. is_decoder false (transformers'
-                # default for every config) builds a decoder's base model: the same layers, and one
-                # whose LM head refuses that flag (Reformer's) still builds
-                cls = other_class(c, seq2seq=bool(getattr(c, "is_encoder_decoder", False)))[0] or cls
-        if cls is None:
-            return Structure()
-        depth = d.get("num_hidden_layers")
-        one = {k: 1 if _DEPTH.match(k) and type(v) is int and v > 1 else v
-               for k, v in d.items() if k != "model_type"}
-        for k, v in d.items():  # per-layer lists follow the depth
-            if isinstance(v, list) and type(depth) is int and depth > 1 and len(v) == depth:
-                one[k] = v[:1]
-        with quiet_transformers(), torch.device("meta"):  # its notes were said when the config was read
-            model = cls._from_config(config_object(c.model_type, one))
+        model = _one_layer_model(c)
     except Exception:  # whatever transformers refuses: the tables decide
+        return Structure()
+    if model is None:
         return Structure()
     blocks: dict[str, tuple[list[int], set[int]]] = {}  # layer -> (up widths, down widths)
     norms: dict[str, str] = {}  # layer -> the class of its first norm module
@@ -557,6 +540,54 @@ def _relative_positions(model: Any) -> str | None:
             any(re.search(r"Relative\w*(Bias|Logits)", type(m).__name__) for m in model.modules()):
         return RELATIVE
     return None
+
+
+def _one_layer_model(c: Any, layers: tuple[int, ...] = (0,)) -> Any:
+    """The model transformers builds from `c` with the published layers `layers` alone (their
+    entries of every per-layer list; one layer unless asked), on the meta device; the class as
+    `structure` says. None when there is no class to build; raises what transformers raises."""
+    import torch
+    from ..modeltier.classes import model_class, other_class
+    from ..models.hfconfig import config_object, quiet_transformers
+    d = c.to_dict()
+    with quiet_transformers():  # importing a modeling module may warn (FLA without a GPU)
+        cls, _ = model_class(c, multimodal_part=False)
+        if cls is None or getattr(c, "is_encoder_decoder", False) or d.get("is_decoder") is False:
+            # an encoder-decoder's whole model, an encoder's masked LM (or base model); where
+            # none reads token ids (Whisper), the causal LM. is_decoder false (transformers'
+            # default for every config) builds a decoder's base model: the same layers, and one
+            # whose LM head refuses that flag (Reformer's) still builds
+            cls = other_class(c, seq2seq=bool(getattr(c, "is_encoder_decoder", False)))[0] or cls
+    if cls is None:
+        return None
+    depth = d.get("num_hidden_layers")
+    one = {k: len(layers) if _DEPTH.match(k) and type(v) is int and v > 1 else v
+           for k, v in d.items() if k != "model_type"}
+    for k, v in d.items():  # per-layer lists follow the depth
+        if isinstance(v, list) and type(depth) is int and depth > 1 and len(v) == depth:
+            one[k] = [v[i] for i in layers]
+    with quiet_transformers(), torch.device("meta"):  # its notes were said when the config was read
+        return cls._from_config(config_object(c.model_type, one))
+
+
+def attention_gated(c: Any, layer: int) -> bool | None:
+    """Whether attention layer `layer` gates its output from the query projection (Qwen3-Next:
+    q_proj makes 2 x heads x head_dim, half of them a sigmoid gate), read off the model built with
+    the first layer and that one (a hybrid may refuse to build without a layer of its other kind:
+    OLMo-Hybrid); None when it cannot tell (no such projection, a build that fails)."""
+    heads = _get(c, "num_attention_heads")
+    hidden = _get(c, "hidden_size")
+    head_dim = _get(c, "head_dim") or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int)
+                                       and heads else None)
+    if not (isinstance(heads, int) and isinstance(head_dim, int)):
+        return None
+    try:
+        model = _one_layer_model(c, tuple(sorted({0, layer})))
+    except Exception:  # noqa: BLE001 - whatever transformers refuses: cannot tell
+        return None
+    width = next((m.out_features for name, m in (model.named_modules() if model is not None else ())
+                  if name.endswith("q_proj") and "linear" not in name and hasattr(m, "out_features")), None)
+    return None if width is None else width == 2 * heads * head_dim
 
 
 def _layer_of(parts: list[str]) -> str | None:
@@ -847,7 +878,12 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
     if ATTN in mixers and encoder:
         need("attention (bidirectional, encoder)", f"model_type={mt}" if mt in ENCODERS else "architectures")
     elif ATTN in mixers and not mla:  # MLA replaces GQA attention (its family below)
-        gated = GDN in mixers or bool(_get(c, "attn_output_gate"))
+        gated = _get(c, "attn_output_gate")
+        if gated is None and GDN in mixers:  # Qwen3-Next's hybrids gate their attention, OLMo-Hybrid's not
+            first = next((i for i, t in enumerate(layer_types or []) if t in mixers.get(ATTN, [])), None)
+            gated = attention_gated(c, first) if first is not None else None
+            gated = True if gated is None else gated
+        gated = bool(gated)
         need("attention prefill (gated, varlen)" if gated else "attention prefill (causal GQA, no output gate)",
              why_mix[ATTN] + (" (gated attention)" if gated else ""))
         need("attention (paged decode)", why_mix[ATTN])

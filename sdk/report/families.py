@@ -385,7 +385,7 @@ def _implementing_type(c: Any) -> str | None:
 
 
 #: the linear-attention kernels a modeling module asks transformers' kernel hub for, and the mixer
-#: each is (Lara-Mini and Qwen-4's Gated DeltaNet; GLM-5-Next's and Bailing-Hybrid's KDA)
+#: each is (Lara-Mini's and Qwen-4-exp's Gated DeltaNet; Bailing-Hybrid's KDA)
 HUB_MIXERS = {"chunk_gated_delta_rule": GDN, "chunk_kda": KDA}
 
 

@@ -585,7 +585,9 @@ def attention_gated(c: Any, layer: int) -> bool | None:
         model = _one_layer_model(c, tuple(sorted({0, layer})))
     except Exception:  # noqa: BLE001 - whatever transformers refuses: cannot tell
         return None
-    width = next((m.out_features for name, m in (model.named_modules() if model is not None else ())
+    if model is None:
+        return None
+    width = next((m.out_features for name, m in model.named_modules()
                   if name.endswith("q_proj") and "linear" not in name and hasattr(m, "out_features")), None)
     return None if width is None else width == 2 * heads * head_dim
 
@@ -881,8 +883,8 @@ def infer_families(data: dict[str, Any], where: str = "config") -> list[Family]:
         gated = _get(c, "attn_output_gate")
         if gated is None and GDN in mixers:  # Qwen3-Next's hybrids gate their attention, OLMo-Hybrid's not
             first = next((i for i, t in enumerate(layer_types or []) if t in mixers.get(ATTN, [])), None)
-            gated = attention_gated(c, first) if first is not None else None
-            gated = True if gated is None else gated
+            # where the model cannot tell, as Qwen3-Next's hybrids do
+            gated = first is None or attention_gated(c, first) is not False
         gated = bool(gated)
         need("attention prefill (gated, varlen)" if gated else "attention prefill (causal GQA, no output gate)",
              why_mix[ATTN] + (" (gated attention)" if gated else ""))
